@@ -1,0 +1,31 @@
+"""The agents tfrl can train, by command-line name."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any, Callable
+
+from tfrl.errors import UsageError
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentEntry:
+    config_cls: type
+    train: Callable[..., dict]  # train(config, env_id, seed, runtime, run_dir, vector_mode, progress_bar)
+
+
+_AGENTS = {
+    # name: (module with the config class, config class name, module with train())
+    "dqn": ("tfrl.agents.dqn.config", "DQNConfig", "tfrl.agents.dqn.loop"),
+}
+
+AGENT_NAMES = tuple(_AGENTS)
+
+
+def get(name: str) -> AgentEntry:
+    if name not in _AGENTS:
+        raise UsageError(f"--agent: unknown agent {name!r}; choose one of {', '.join(AGENT_NAMES)}")
+    config_module, config_cls, loop_module = _AGENTS[name]
+    config_cls: Any = getattr(importlib.import_module(config_module), config_cls)
+    return AgentEntry(config_cls=config_cls, train=importlib.import_module(loop_module).train)

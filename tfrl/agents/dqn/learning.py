@@ -1,0 +1,129 @@
+"""DQN learner: the TD math, and a tf.function that runs K gradient steps per call.
+
+Notation (Acme's): tm1 = "t minus 1", the transition's first step; t = its last.
+    q_tm1 = Q_online(obs_tm1)                      # [B, A]
+    target = r_t + discount_t * Q_target(obs_t, a*) # [B]
+    a* = argmax_a Q_online(obs_t, a)   (double DQN)  or  argmax_a Q_target(obs_t, a)
+    loss = mean_B huber(target - q_tm1[a_tm1])
+discount_t already holds gamma^n and the termination mask (see tfrl.replay).
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tfrl import networks, runtime as runtime_lib
+from tfrl.agents.dqn.config import DQNConfig
+from tfrl.envs import EnvInfo
+
+HUBER_DELTA = 1.0  # as in Mnih et al. 2015 ("error clipping") and SB3's smooth_l1_loss
+
+
+def td_targets(r_t, discount_t, q_t_target, q_t_online=None):
+    """r_t [B], discount_t [B], q_t_* [B, A] -> [B]. With q_t_online, the double-DQN target."""
+    if q_t_online is None:
+        v_t = tf.reduce_max(q_t_target, axis=-1)
+    else:
+        a_star = tf.argmax(q_t_online, axis=-1, output_type=tf.int32)  # [B]
+        v_t = tf.gather(q_t_target, a_star, axis=1, batch_dims=1)  # [B]
+    return r_t + discount_t * v_t
+
+
+def huber(x, delta=HUBER_DELTA):
+    abs_x = tf.abs(x)
+    quadratic = tf.minimum(abs_x, delta)
+    return 0.5 * quadratic ** 2 + delta * (abs_x - quadratic)
+
+
+def q_learning_loss(q_tm1, a_tm1, targets):
+    """q_tm1 [B, A], a_tm1 [B] int, targets [B] -> (mean Huber loss [], Q(s, a) [B])."""
+    q_a = tf.gather(q_tm1, a_tm1, axis=1, batch_dims=1)
+    return tf.reduce_mean(huber(tf.stop_gradient(targets) - q_a)), q_a
+
+
+class DQNLearner:
+    """Owns the online and target Q-networks, the optimizer and the train step.
+
+    All state is in tf.Variables (networks, optimizer slots and loss scale,
+    `gradient_steps`), so one tf.train.Checkpoint of `checkpoint_items()` saves it.
+    """
+
+    def __init__(self, config: DQNConfig, env: EnvInfo, runtime: runtime_lib.Runtime):
+        self.config = config
+        self._device = runtime.device_name
+        with runtime.scope():
+            self.online = networks.q_network(env.obs_shape, env.num_actions, config.hidden_sizes, config.dueling)
+            self.target = networks.q_network(env.obs_shape, env.num_actions, config.hidden_sizes, config.dueling,
+                                             name="target_q_network")
+            self.target.set_weights(self.online.get_weights())
+            optimizer = keras.optimizers.Adam(config.learning_rate, global_clipnorm=config.max_grad_norm or None)
+            if runtime_lib.loss_scaling_needed(runtime.options.mixed_precision):
+                # float16 gradients underflow without it; apply() unscales, skips non-finite steps, adapts the scale.
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            self.optimizer = optimizer
+            self.optimizer.build(self.online.trainable_variables)
+            self.gradient_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
+        obs_spec = tf.TensorSpec([None, None, *env.obs_shape], tf.float32)  # [K, B, *obs_shape]
+        self.train_step = tf.function(
+            self._train_step,
+            input_signature=[
+                obs_spec,
+                tf.TensorSpec([None, None], tf.int32),  # action [K, B]
+                tf.TensorSpec([None, None], tf.float32),  # reward [K, B]
+                tf.TensorSpec([None, None], tf.float32),  # discount [K, B]
+                obs_spec,  # next_obs
+                tf.TensorSpec([], tf.bool),  # update_target (before the K steps)
+            ],
+            jit_compile=runtime.options.xla,
+        )
+
+    def checkpoint_items(self) -> dict:
+        return {"online": self.online, "target": self.target, "optimizer": self.optimizer,
+                "gradient_steps": self.gradient_steps}
+
+    def train(self, batch: dict[str, np.ndarray], update_target: bool) -> tuple[dict[str, float], list[np.ndarray]]:
+        """One TF call: optional target update, then K = batch["obs"].shape[0] gradient steps.
+
+        Returns (metrics, online weights as NumPy for the actor).
+        """
+        loss, q_mean, weights = self.train_step(batch["obs"], batch["action"], batch["reward"], batch["discount"],
+                                                batch["next_obs"], update_target)
+        return {"loss": float(loss), "q_mean": float(q_mean)}, [w.numpy() for w in weights]
+
+    # ---- inside the tf.function -------------------------------------------------
+
+    def _train_step(self, obs, action, reward, discount, next_obs, update_target):
+        with tf.device(self._device):
+            if update_target:
+                self._update_target()
+            num_steps = tf.shape(obs)[0]
+            loss_sum = tf.constant(0.0)
+            q_sum = tf.constant(0.0)
+            for k in tf.range(num_steps):
+                loss, q_mean = self._gradient_step(obs[k], action[k], reward[k], discount[k], next_obs[k])
+                loss_sum += loss
+                q_sum += q_mean
+            count = tf.cast(tf.maximum(num_steps, 1), tf.float32)
+            weights = [tf.identity(v) for v in self.online.trainable_variables]
+            return loss_sum / count, q_sum / count, weights
+
+    def _gradient_step(self, obs_tm1, a_tm1, r_t, discount_t, obs_t):
+        q_t_target = self.target(obs_t)
+        q_t_online = self.online(obs_t) if self.config.double_dqn else None
+        targets = td_targets(r_t, discount_t, q_t_target, q_t_online)  # [B]
+        variables = self.online.trainable_variables
+        with tf.GradientTape() as tape:
+            q_tm1 = self.online(obs_tm1, training=True)  # [B, A], float32 under every precision policy
+            loss, q_a = q_learning_loss(q_tm1, a_tm1, targets)
+            scaled_loss = self.optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled_loss, variables)
+        self.optimizer.apply(grads, variables)
+        self.gradient_steps.assign_add(1)
+        return loss, tf.reduce_mean(q_a)
+
+    def _update_target(self):
+        tau = self.config.target_update_tau
+        for target_var, online_var in zip(self.target.trainable_variables, self.online.trainable_variables):
+            target_var.assign(tau * online_var + (1.0 - tau) * target_var)

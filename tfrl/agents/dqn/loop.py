@@ -1,0 +1,97 @@
+"""The DQN environment loop: act, store, train every `train_freq` env steps, log, evaluate.
+
+TF calls per env step: one train call every `train_freq` env steps (K gradient
+steps inside it); acting runs in NumPy. With the SB3-zoo LunarLander settings
+(train_freq 4, 1 env) that is 0.25 TF calls per env step.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+
+import numpy as np
+
+from tfrl import envs, evaluation, networks
+from tfrl.agents.dqn.actor import EpsilonGreedyActor, linear_epsilon
+from tfrl.agents.dqn.config import DQNConfig
+from tfrl.agents.dqn.learning import DQNLearner
+from tfrl.metrics import MetricsLogger
+from tfrl.replay import NStepBuilder, UniformReplay
+from tfrl.runtime import Runtime
+
+
+def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: pathlib.Path,
+          vector_mode: str = "sync", progress_bar: bool | None = None) -> dict:
+    """Train for config.total_env_steps env steps; returns the final greedy evaluation record."""
+    env = envs.make_vector_env(env_id, config.num_envs, seed=seed, vector_mode=vector_mode)
+    info = envs.env_info(env, env_id)
+    learner = DQNLearner(config, info, runtime)
+    q_mirror = networks.NumpyMLP(learner.online)
+    actor = EpsilonGreedyActor(q_mirror, info.num_actions, seed=seed)
+    replay = UniformReplay(config.replay_capacity, info.obs_shape, seed=seed)
+    nstep = NStepBuilder(config.n_step, config.gamma, config.num_envs)
+    logger = MetricsLogger(run_dir, config.total_env_steps, progress_bar)
+
+    obs = env.first_obs
+    env_step = 0
+    next_train_at = max(config.learning_starts, config.train_freq)
+    next_target_update_at = config.target_update_period
+    next_log_at = config.log_interval
+    next_eval_at = config.eval_interval or None
+    train_metrics = {"loss": float("nan"), "q_mean": float("nan")}
+    last_log_time, last_log_step = time.perf_counter(), 0
+    try:
+        while env_step < config.total_env_steps:
+            epsilon = linear_epsilon(env_step, config)
+            action = actor.act(obs, epsilon)
+            next_obs, reward, terminated, truncated, infos = env.step(action)
+            env_step += config.num_envs
+            done = terminated | truncated
+            stored_next_obs = envs.next_obs_for_storage(next_obs, done, infos)
+            transitions = nstep.step(obs, action, reward, terminated, truncated, stored_next_obs)
+            if transitions is not None:
+                replay.add(*transitions)
+            for episode_return, length in envs.finished_episodes(done, infos):
+                logger.episode(env_step, episode_return, length)
+            # The next obs of finished envs is already the reset obs (SAME_STEP autoreset).
+            obs = np.array(next_obs, dtype=np.float32)
+
+            if env_step >= next_train_at and replay.size >= config.batch_size:
+                next_train_at = _next_deadline(next_train_at, env_step, config.train_freq)
+                # A target update that fell due since the last train call happens first in this one:
+                # no gradient step ran in between, so it is the same as updating on time.
+                update_target = env_step >= next_target_update_at
+                if update_target:
+                    next_target_update_at = _next_deadline(next_target_update_at, env_step,
+                                                           config.target_update_period)
+                batch = replay.sample(config.batch_size, config.gradient_steps)
+                train_metrics, weights = learner.train(batch, update_target)
+                q_mirror.update(weights)
+
+            if env_step >= next_log_at:
+                now = time.perf_counter()
+                logger.log("train", env_step, {
+                    **train_metrics, "epsilon": epsilon,
+                    "env_steps_per_s": (env_step - last_log_step) / (now - last_log_time),
+                    "gradient_steps": int(learner.gradient_steps.numpy()),
+                })
+                last_log_time, last_log_step = now, env_step
+                next_log_at = _next_deadline(next_log_at, env_step, config.log_interval)
+            if next_eval_at is not None and env_step >= next_eval_at:
+                returns = evaluation.evaluate(actor.greedy, env_id, config.eval_episodes, seed=seed + 10_000)
+                logger.log("eval", env_step, {"return_mean": float(returns.mean()),
+                                              "return_std": float(returns.std())})
+                next_eval_at = _next_deadline(next_eval_at, env_step, config.eval_interval)
+        returns = evaluation.evaluate(actor.greedy, env_id, config.final_eval_episodes, seed=seed + 20_000)
+        return logger.log("final_eval", env_step, {
+            "return_mean": float(returns.mean()), "return_std": float(returns.std()),
+            "episodes": len(returns), "gradient_steps": int(learner.gradient_steps.numpy())})
+    finally:
+        env.close()
+        logger.close()
+
+
+def _next_deadline(deadline: int, now: int, period: int) -> int:
+    """The first deadline + m * period (m >= 1) after `now`; for a deadline that has passed."""
+    return deadline + period * ((now - deadline) // period + 1)

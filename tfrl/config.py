@@ -1,0 +1,184 @@
+"""Hyperparameter presets and command-line overrides for any agent config.
+
+An agent's hyperparameters are one frozen dataclass (e.g. `DQNConfig`) whose
+defaults are the documented baseline. A preset in `configs/*.json` overrides
+some fields for an (agent, env) pair; `--hp key=value` flags override both.
+Every key and value is checked against the dataclass fields' types, so a typo
+stops the run instead of being silently ignored.
+
+Preset file format:
+    {"agent": "dqn", "env_ids": ["LunarLander-v2", "LunarLander-v3"],
+     "description": "...", "hparams": {"learning_rate": 6.3e-4, ...}}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import pathlib
+import typing
+from typing import Any, Mapping, Sequence
+
+from tfrl.errors import UsageError
+
+
+class ConfigError(UsageError):
+    """An unknown key, an ill-typed value or a broken preset file."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    name: str  # file stem, e.g. "dqn-lunarlander"
+    agent: str
+    env_ids: tuple[str, ...]
+    description: str
+    hparams: Mapping[str, Any]
+
+
+_PRESET_KEYS = {"agent", "env_ids", "description", "hparams"}
+
+
+def load_preset_file(path: pathlib.Path) -> Preset:
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ConfigError(f"preset {path}: cannot read JSON: {e}") from None
+    if not isinstance(raw, dict) or set(raw) != _PRESET_KEYS:
+        raise ConfigError(f"preset {path}: expected exactly the keys {sorted(_PRESET_KEYS)}")
+    return Preset(
+        name=path.stem,
+        agent=raw["agent"],
+        env_ids=tuple(raw["env_ids"]),
+        description=raw["description"],
+        hparams=raw["hparams"],
+    )
+
+
+def find_preset(config_dir: pathlib.Path, agent: str, env_id: str, name: str = "auto") -> Preset | None:
+    """The preset named `name`, or with name="auto" the one whose agent and env ids match.
+
+    `env_id` is compared before alias resolution too, so "LunarLander-v2" and
+    "LunarLander-v3" both find a preset listing both. name="none" means defaults only.
+    """
+    if name == "none":
+        return None
+    presets = [load_preset_file(p) for p in sorted(config_dir.glob("*.json"))]
+    if name != "auto":
+        by_name = {p.name: p for p in presets}
+        if name not in by_name:
+            raise ConfigError(
+                f"--preset: no preset named {name!r} in {config_dir}; available: "
+                + ", ".join(sorted(by_name))
+            )
+        preset = by_name[name]
+        if preset.agent != agent:
+            raise ConfigError(f"--preset={name} is for agent {preset.agent!r}, not {agent!r}")
+        return preset
+    matches = [p for p in presets if p.agent == agent and env_id in p.env_ids]
+    # Several presets may list an env (e.g. a benchmark replica); the one named
+    # "<agent>-<env family>" without a further suffix is the tuned default.
+    matches.sort(key=lambda p: len(p.name))
+    return matches[0] if matches else None
+
+
+def _field_types(config_cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(config_cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(config_cls)}
+
+
+def _coerce(key: str, value: Any, annotation: Any) -> Any:
+    """Convert a JSON value or a command-line string to the field's type, or raise ConfigError."""
+    bad = ConfigError(f"hyperparameter {key!r}: {value!r} is not a valid {_type_name(annotation)}")
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union or str(origin) == "types.UnionType":  # Optional[X]
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if value is None or (isinstance(value, str) and value.lower() == "none"):
+            return None
+        return _coerce(key, value, args[0])
+    if origin is tuple:
+        item_type = typing.get_args(annotation)[0]
+        if isinstance(value, str):
+            text = value.strip().strip("[]()")
+            value = [v for v in text.split(",") if v.strip()] if text else []
+        if not isinstance(value, (list, tuple)):
+            raise bad
+        return tuple(_coerce(key, v, item_type) for v in value)
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes"):
+            return True
+        if isinstance(value, str) and value.lower() in ("false", "0", "no"):
+            return False
+        raise bad
+    if annotation is int:
+        if isinstance(value, bool):
+            raise bad
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                number = float(value.replace("_", ""))  # accept 1e5 and 100_000
+            except ValueError:
+                raise bad from None
+            if number.is_integer():
+                return int(number)
+        raise bad
+    if annotation is float:
+        if isinstance(value, bool):
+            raise bad
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise bad from None
+    if annotation is str:
+        if isinstance(value, str):
+            return value
+        raise bad
+    raise TypeError(f"unsupported config field type {annotation!r} for {key!r}")
+
+
+def _type_name(annotation: Any) -> str:
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+def apply_overrides(config: Any, overrides: Mapping[str, Any], source: str) -> Any:
+    """Return `config` with `overrides` applied; unknown keys list the close matches."""
+    types = _field_types(type(config))
+    changes = {}
+    for key, value in overrides.items():
+        if key not in types:
+            close = difflib.get_close_matches(key, types, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise ConfigError(f"{source}: unknown hyperparameter {key!r} for {type(config).__name__}{hint}")
+        changes[key] = _coerce(key, value, types[key])
+    try:
+        return dataclasses.replace(config, **changes)
+    except (ValueError, TypeError) as e:  # __post_init__ range checks
+        raise ConfigError(f"{source}: {e}") from None
+
+
+def parse_cli_overrides(items: Sequence[str]) -> dict[str, str]:
+    """['lr=1e-3', 'hidden_sizes=64,64'] -> {'lr': '1e-3', 'hidden_sizes': '64,64'}."""
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--hp: expected key=value, got {item!r}")
+        if key.strip() in overrides:
+            raise ConfigError(f"--hp: {key.strip()!r} given twice")
+        overrides[key.strip()] = value.strip()
+    return overrides
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
+
+
+def require(condition: bool, message: str) -> None:
+    """Range check for a config's __post_init__; raised as ConfigError by apply_overrides."""
+    if not condition:
+        raise ValueError(message)

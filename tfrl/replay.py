@@ -1,0 +1,96 @@
+"""Uniform experience replay and the n-step transition builder that feeds it.
+
+A stored transition is (obs_tm1, a_tm1, r_t, discount_t, obs_t) where, for an
+n-step transition, r_t = sum_{k<n} gamma^k r_{t+k} and discount_t = gamma^n, or
+0 if the episode terminated inside those n steps. The learner's target is then
+the same for every n: r_t + discount_t * Q_target(obs_t, a*).
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Sequence
+
+import numpy as np
+
+TRANSITION_FIELDS = ("obs", "action", "reward", "discount", "next_obs")
+
+
+class UniformReplay:
+    """Fixed-capacity ring buffer of transitions; once full, the oldest are overwritten."""
+
+    def __init__(self, capacity: int, obs_shape: Sequence[int], seed: int):
+        self.capacity = capacity
+        self.obs = np.zeros((capacity, *obs_shape), np.float32)
+        self.action = np.zeros((capacity,), np.int32)
+        self.reward = np.zeros((capacity,), np.float32)
+        self.discount = np.zeros((capacity,), np.float32)
+        self.next_obs = np.zeros((capacity, *obs_shape), np.float32)
+        self.size = 0
+        self.cursor = 0  # where the next transition is written
+        self._rng = np.random.default_rng(seed)
+
+    def add(self, obs, action, reward, discount, next_obs) -> None:
+        """Add a batch of N transitions (arrays with leading dim N)."""
+        n = len(action)
+        if n > self.capacity:
+            raise ValueError(f"cannot add {n} transitions to a buffer of capacity {self.capacity}")
+        idx = (self.cursor + np.arange(n)) % self.capacity
+        self.obs[idx] = obs
+        self.action[idx] = action
+        self.reward[idx] = reward
+        self.discount[idx] = discount
+        self.next_obs[idx] = next_obs
+        self.cursor = int((self.cursor + n) % self.capacity)
+        self.size = min(self.size + n, self.capacity)
+
+    def sample(self, batch_size: int, num_batches: int) -> dict[str, np.ndarray]:
+        """`num_batches` batches drawn uniformly with replacement: arrays of shape [num_batches, batch_size, ...]."""
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        idx = self._rng.integers(0, self.size, size=(num_batches, batch_size))
+        return {name: getattr(self, name)[idx] for name in TRANSITION_FIELDS}
+
+
+class NStepBuilder:
+    """Turns per-step vector env output into n-step transitions, per sub-env.
+
+    A time-limit truncation keeps the bootstrap (discount gamma^k): the state
+    still has value, the episode was just cut. A termination zeroes it.
+    """
+
+    def __init__(self, n: int, gamma: float, num_envs: int):
+        self.n = n
+        self.gamma = gamma
+        self._pending = [collections.deque() for _ in range(num_envs)]  # (obs, action, reward) per env
+
+    def step(self, obs, action, reward, terminated, truncated, next_obs):
+        """Feed one vector step; returns the transitions that are complete, as a tuple of arrays (maybe empty).
+
+        next_obs must hold the true final observation for envs whose episode ended (envs.next_obs_for_storage).
+        """
+        if self.n == 1:  # fast path, fully vectorized
+            discount = self.gamma * (1.0 - terminated.astype(np.float32))
+            return obs, action, reward, discount.astype(np.float32), next_obs
+        out = []
+        for i, pending in enumerate(self._pending):
+            pending.append((obs[i], action[i], float(reward[i])))
+            if terminated[i] or truncated[i]:
+                # Flush: every pending start gets the rewards up to the episode's end.
+                while pending:
+                    out.append(self._transition(pending, next_obs[i], bool(terminated[i])))
+                    pending.popleft()
+            elif len(pending) == self.n:
+                out.append(self._transition(pending, next_obs[i], False))
+                pending.popleft()
+        if not out:
+            return None
+        o, a, r, d, no = zip(*out)
+        return (np.stack(o), np.asarray(a, np.int32), np.asarray(r, np.float32),
+                np.asarray(d, np.float32), np.stack(no))
+
+    def _transition(self, pending, last_obs, terminated):
+        ret = sum(self.gamma ** k * r for k, (_, _, r) in enumerate(pending))
+        discount = 0.0 if terminated else self.gamma ** len(pending)
+        first_obs, first_action, _ = pending[0]
+        return first_obs, first_action, ret, discount, last_obs

@@ -1,0 +1,375 @@
+"""Global TensorFlow hardware state: devices, GPU memory, precision, threads.
+
+A launcher calls `apply(options_from_flags())` once, before any TF op; nothing
+else in tfrl touches `tf.config` or the Keras precision policy. TF freezes its
+device configuration when the runtime first initializes (the first op, or the
+first `tf.config.list_logical_devices()`), so a later `apply()` succeeds only
+if it asks for the state already in force; anything else is a
+RuntimeConfigError rather than TF's bare RuntimeError.
+"""
+
+import contextlib
+import dataclasses
+import importlib.metadata
+import importlib.util
+import re
+
+from absl import flags
+from absl import logging
+import keras
+import tensorflow as tf
+
+from tfrl import errors
+
+PRECISION_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+_DEVICE_PATTERN = re.compile(r"(auto|cpu|gpu)(?::(\d+))?")
+
+
+class RuntimeConfigError(errors.UsageError):
+    """A runtime option is invalid, or cannot be applied to this process."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeOptions:
+    """Where and how TensorFlow runs. One field per command-line flag, same name.
+
+    Attributes:
+      device: where variables and the train step are placed. "auto" = first GPU
+        if one is visible, else CPU:0; "cpu", "gpu" = index 0; "cpu:N", "gpu:N" =
+        the N-th logical device of that type (after --visible_gpus and
+        --logical_cpus have been applied).
+      visible_gpus: physical GPU indices TF may use, comma separated ("0,1").
+        None leaves TF's default (all GPUs); "" hides every GPU (CPU only).
+      memory_growth: allocate GPU memory on demand instead of reserving almost
+        all of it up front; applies to each visible GPU.
+      gpu_memory_limit_mb: cap on each visible GPU's memory, in MiB; None = no
+        cap. TF cannot combine a cap with memory_growth.
+      mixed_precision: Keras global dtype policy: "float32", "mixed_float16"
+        (needs loss scaling, see `loss_scaling_needed`) or "mixed_bfloat16".
+      xla: compile the train step with XLA (`jit_compile=True`). Recorded here,
+        read by the trainer.
+      intra_op_threads: threads used inside one op (e.g. a matmul); 0 = TF's
+        default (one per core).
+      inter_op_threads: ops run in parallel; 0 = TF's default.
+      logical_cpus: split the one physical CPU into this many logical devices,
+        so multi-device placement and distribution strategies can be tested on
+        a CPU-only machine. 1 = TF's default.
+    """
+
+    device: str = "auto"
+    visible_gpus: str | None = None
+    memory_growth: bool = False
+    gpu_memory_limit_mb: int | None = None
+    mixed_precision: str = "float32"
+    xla: bool = False
+    intra_op_threads: int = 0
+    inter_op_threads: int = 0
+    logical_cpus: int = 1
+
+
+def loss_scaling_needed(policy_name: str) -> bool:
+    """float16 gradients underflow without loss scaling; bfloat16 has float32's range."""
+    return policy_name == "mixed_float16"
+
+
+def _parse_device(device: str) -> tuple[str, int | None]:
+    """"gpu:1" -> ("gpu", 1); "cpu" -> ("cpu", None)."""
+    match = _DEVICE_PATTERN.fullmatch(device)
+    if match is None or (match.group(1) == "auto" and match.group(2) is not None):
+        raise RuntimeConfigError(
+            f"--device: cannot parse {device!r}; choose one of auto, cpu, cpu:N, gpu, gpu:N"
+        )
+    index = match.group(2)
+    return match.group(1), None if index is None else int(index)
+
+
+def _parse_visible_gpus(visible_gpus: str | None) -> list[int] | None:
+    """"0,1" -> [0, 1]; "" -> []; None -> None (leave TF's default)."""
+    if visible_gpus is None:
+        return None
+    if not visible_gpus.strip():
+        return []
+    indices = []
+    for item in visible_gpus.split(","):
+        if not item.strip().isdigit():
+            raise RuntimeConfigError(
+                f"--visible_gpus: {item.strip()!r} in {visible_gpus!r} is not a GPU index; "
+                'expected comma-separated integers >= 0 such as "0,1", or "" for CPU only'
+            )
+        indices.append(int(item))
+    if len(set(indices)) != len(indices):
+        raise RuntimeConfigError(f"--visible_gpus: {visible_gpus!r} lists a GPU twice")
+    return indices
+
+
+def validate_options(options: RuntimeOptions) -> None:
+    """Checks that need no TF device initialization; raises RuntimeConfigError."""
+    kind, index = _parse_device(options.device)
+    if options.mixed_precision not in PRECISION_POLICIES:
+        raise RuntimeConfigError(
+            f"--mixed_precision: unknown policy {options.mixed_precision!r}; "
+            f"choose one of {', '.join(PRECISION_POLICIES)}"
+        )
+    _parse_visible_gpus(options.visible_gpus)
+    if options.gpu_memory_limit_mb is not None and options.gpu_memory_limit_mb <= 0:
+        raise RuntimeConfigError(
+            f"--gpu_memory_limit_mb: must be a positive number of MiB, got "
+            f"{options.gpu_memory_limit_mb}; leave it unset for no limit"
+        )
+    if options.memory_growth and options.gpu_memory_limit_mb is not None:
+        # TF refuses memory growth on a GPU that has a logical-device memory limit.
+        raise RuntimeConfigError(
+            "--memory_growth and --gpu_memory_limit_mb cannot be combined "
+            "(TensorFlow allows only one of them per GPU); pick one"
+        )
+    for flag in ("intra_op_threads", "inter_op_threads"):
+        if getattr(options, flag) < 0:
+            raise RuntimeConfigError(
+                f"--{flag}: must be >= 0 (0 = TF default), got {getattr(options, flag)}"
+            )
+    if options.logical_cpus < 1:
+        raise RuntimeConfigError(f"--logical_cpus: must be >= 1, got {options.logical_cpus}")
+    if kind == "cpu" and index is not None and index >= options.logical_cpus:
+        raise RuntimeConfigError(
+            f"--device={options.device} but --logical_cpus={options.logical_cpus} makes only "
+            f"CPU:0..CPU:{options.logical_cpus - 1}; raise --logical_cpus to at least {index + 1}"
+        )
+
+
+@contextlib.contextmanager
+def _unless_initialized(setting: str, current: str):
+    """Turns TF's "cannot be modified after being initialized" into a usage error."""
+    try:
+        yield
+    except RuntimeError as error:
+        raise RuntimeConfigError(
+            f"cannot apply {setting}: TensorFlow devices are already initialized with "
+            f"{current}; call tfrl.runtime.apply() once per process, before any TF op"
+        ) from error
+
+
+def _short_name(device) -> str:
+    """"/physical_device:GPU:0" or "/device:GPU:0" -> "GPU:0"."""
+    return device.name.split("device:", 1)[-1]
+
+
+def _set_threads(options: RuntimeOptions) -> None:
+    threading = tf.config.threading
+    for flag, requested, get, set_ in (
+        ("intra_op_threads", options.intra_op_threads,
+         threading.get_intra_op_parallelism_threads, threading.set_intra_op_parallelism_threads),
+        ("inter_op_threads", options.inter_op_threads,
+         threading.get_inter_op_parallelism_threads, threading.set_inter_op_parallelism_threads),
+    ):
+        # TF raises even for an unchanged value once initialized (its default is
+        # None, not 0), so compare before setting.
+        if requested != get():
+            with _unless_initialized(f"--{flag}={requested}", f"{flag}={get()}"):
+                set_(requested)
+
+
+def _set_visible_gpus(visible_gpus: str | None) -> list:
+    """Returns the physical GPUs TF will use."""
+    physical_gpus = tf.config.list_physical_devices("GPU")
+    indices = _parse_visible_gpus(visible_gpus)
+    if indices is None:
+        return tf.config.get_visible_devices("GPU")
+    for index in indices:
+        if index >= len(physical_gpus):
+            raise RuntimeConfigError(
+                f"--visible_gpus={visible_gpus} names GPU {index}, but this machine has "
+                f"{len(physical_gpus)} physical GPU(s) (TF build: {build_flavour()})"
+            )
+    wanted = [physical_gpus[index] for index in indices]
+    current = ",".join(_short_name(gpu) for gpu in tf.config.get_visible_devices("GPU"))
+    with _unless_initialized(f"--visible_gpus={visible_gpus}", f"visible GPUs [{current}]"):
+        tf.config.set_visible_devices(wanted, "GPU")
+    return wanted
+
+
+def _set_gpu_memory(gpus: list, options: RuntimeOptions) -> None:
+    limit = options.gpu_memory_limit_mb
+    for gpu in gpus:
+        if bool(tf.config.experimental.get_memory_growth(gpu)) != options.memory_growth:
+            with _unless_initialized(
+                f"--memory_growth={options.memory_growth}", f"a different memory growth on {_short_name(gpu)}"
+            ):
+                tf.config.experimental.set_memory_growth(gpu, options.memory_growth)
+        current = tf.config.get_logical_device_configuration(gpu)
+        if limit is None:
+            if current is not None:  # set by an earlier apply(); TF has no public way to undo it
+                raise RuntimeConfigError(
+                    f"cannot drop --gpu_memory_limit_mb: {_short_name(gpu)} already has "
+                    f"{current[0].memory_limit} MiB from an earlier apply() in this process"
+                )
+            continue
+        current_limit = "no memory limit" if current is None else f"{current[0].memory_limit} MiB"
+        with _unless_initialized(f"--gpu_memory_limit_mb={limit}", f"{current_limit} on {_short_name(gpu)}"):
+            # TF accepts an identical configuration after initialization.
+            tf.config.set_logical_device_configuration(
+                gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)]
+            )
+
+
+def _set_logical_cpus(logical_cpus: int) -> None:
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    current = tf.config.get_logical_device_configuration(cpu)
+    if logical_cpus == 1 and current is None:
+        return  # TF's default: one logical CPU; nothing to configure
+    current_count = 1 if current is None else len(current)
+    with _unless_initialized(f"--logical_cpus={logical_cpus}", f"{current_count} logical CPU(s)"):
+        # TF accepts an identical configuration after initialization.
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(logical_cpus)]
+        )
+
+
+def _resolve_device(device: str) -> str:
+    """"auto" / "gpu:1" / ... -> a logical device name such as "/device:GPU:1"."""
+    kind, index = _parse_device(device)
+    if kind == "auto":
+        kind = "gpu" if tf.config.list_logical_devices("GPU") else "cpu"
+    logical = tf.config.list_logical_devices(kind.upper())  # initializes the TF runtime
+    index = index or 0
+    if index < len(logical):
+        return logical[index].name
+    names = ", ".join(_short_name(d) for d in logical)
+    if kind == "gpu" and not logical:
+        raise RuntimeConfigError(
+            f"--device={device} but no GPU is visible (TF build: {build_flavour()}, "
+            f"physical GPUs: {len(tf.config.list_physical_devices('GPU'))}); "
+            "use --device=cpu or --device=auto, or check --visible_gpus"
+        )
+    if kind == "gpu":
+        raise RuntimeConfigError(
+            f"--device={device} but only {len(logical)} GPU is visible ({names})"
+            if len(logical) == 1
+            else f"--device={device} but only {len(logical)} GPUs are visible ({names})"
+        )
+    raise RuntimeConfigError(
+        f"--device={device} but only {len(logical)} logical CPU(s) exist ({names}); "
+        f"raise --logical_cpus to at least {index + 1}"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Runtime:
+    """The applied options and the resolved placement of variables and steps."""
+
+    options: RuntimeOptions
+    device_name: str  # logical device, e.g. "/device:CPU:0" or "/device:GPU:1"
+
+    def scope(self):
+        """Context manager for building variables and running steps."""
+        return tf.device(self.device_name)
+
+    def banner(self) -> str:
+        """Multi-line start-up summary for logs."""
+        threading = tf.config.threading
+        policy = self.options.mixed_precision
+        if loss_scaling_needed(policy):
+            policy += " (loss scaling on)"
+        return "\n".join((
+            "tfrl runtime:",
+            f"  TensorFlow {tf.__version__}, Keras {keras.__version__}, build: {build_flavour()}",
+            f"  pluggable devices: {', '.join(pluggable_devices()) or 'none'}",
+            f"  physical devices: {', '.join(_short_name(d) for d in tf.config.list_physical_devices())}",
+            f"  logical devices: {', '.join(_short_name(d) for d in tf.config.list_logical_devices())}",
+            f"  placement: {self.device_name}",
+            f"  precision: {policy}",
+            f"  XLA: {'on' if self.options.xla else 'off'}",
+            f"  threads: intra-op {threading.get_intra_op_parallelism_threads() or 'TF default'}, "
+            f"inter-op {threading.get_inter_op_parallelism_threads() or 'TF default'}",
+        ))
+
+
+def build_flavour() -> str:
+    """What this TF wheel was built for: "CUDA 12.5/cuDNN 9", "ROCm 6.1" or "CPU"."""
+    # TF 2.21 CPU wheels report only is_cuda_build / is_rocm_build / is_tensorrt_build;
+    # the version keys exist only in GPU builds, hence .get().
+    info = tf.sysconfig.get_build_info()
+    if info.get("is_cuda_build"):
+        return f"CUDA {info.get('cuda_version', '?')}/cuDNN {info.get('cudnn_version', '?')}"
+    if info.get("is_rocm_build"):
+        return f"ROCm {info.get('rocm_version', '?')}"
+    return "CPU"
+
+
+def pluggable_devices() -> list[str]:
+    """Device plugins: non-CPU/GPU physical devices, plus zentf (it adds no device type)."""
+    found = [
+        _short_name(d) for d in tf.config.list_physical_devices() if d.device_type not in ("CPU", "GPU")
+    ]
+    if importlib.util.find_spec("zentf") is not None:
+        version = "?"
+        for distribution in ("zentf", "zentf-weekly"):
+            with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+                version = importlib.metadata.version(distribution)
+                break
+        found.append(f"zentf {version} (ZenDNN plugin)")
+    return found
+
+
+def apply(options: RuntimeOptions) -> Runtime:
+    """Validates and applies `options` to this process's TF; call before any TF op."""
+    validate_options(options)
+    _set_threads(options)
+    gpus = _set_visible_gpus(options.visible_gpus)
+    _set_gpu_memory(gpus, options)
+    _set_logical_cpus(options.logical_cpus)
+    device_name = _resolve_device(options.device)
+    # Set last, so that a failed apply() leaves the process's Keras policy alone.
+    keras.mixed_precision.set_global_policy(options.mixed_precision)
+    if options.mixed_precision == "mixed_float16" and "CPU" in device_name:
+        logging.warning(
+            "mixed_float16 on %s: most CPUs emulate float16 math, so this is slower than float32",
+            device_name,
+        )
+    return Runtime(options=options, device_name=device_name)
+
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines one flag per RuntimeOptions field; validation happens in validate_options."""
+    # Plain string flags rather than DEFINE_enum: absl exits 1 on a bad enum, and
+    # launchers exit 2 with our message for usage errors.
+    default = RuntimeOptions()
+    flags.DEFINE_string(
+        "device", default.device,
+        "Placement of variables and the train step: auto (first GPU, else CPU:0), cpu, cpu:N, gpu, gpu:N.",
+        flag_values=flag_values)
+    flags.DEFINE_string(
+        "visible_gpus", default.visible_gpus,
+        'Physical GPU indices TF may use, e.g. "0,1"; empty string = CPU only; unset = all GPUs.',
+        flag_values=flag_values)
+    flags.DEFINE_boolean(
+        "memory_growth", default.memory_growth,
+        "Allocate GPU memory on demand instead of reserving it all at start-up.",
+        flag_values=flag_values)
+    flags.DEFINE_integer(
+        "gpu_memory_limit_mb", default.gpu_memory_limit_mb,
+        "Memory cap per visible GPU, in MiB; unset = no cap. Not combinable with --memory_growth.",
+        flag_values=flag_values)
+    flags.DEFINE_string(
+        "mixed_precision", default.mixed_precision,
+        f"Keras dtype policy: {', '.join(PRECISION_POLICIES)} (float16 turns on loss scaling).",
+        flag_values=flag_values)
+    flags.DEFINE_boolean(
+        "xla", default.xla, "Compile the train step with XLA (jit_compile).", flag_values=flag_values)
+    flags.DEFINE_integer(
+        "intra_op_threads", default.intra_op_threads,
+        "Threads used inside one op, e.g. a matmul; 0 = TF default (one per core).",
+        flag_values=flag_values)
+    flags.DEFINE_integer(
+        "inter_op_threads", default.inter_op_threads,
+        "Number of ops run in parallel; 0 = TF default.", flag_values=flag_values)
+    flags.DEFINE_integer(
+        "logical_cpus", default.logical_cpus,
+        "Split the CPU into this many logical devices (to test multi-device code without GPUs).",
+        flag_values=flag_values)
+
+
+def options_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> RuntimeOptions:
+    """Reads the flags defined by define_flags; call after absl has parsed them."""
+    return RuntimeOptions(**{
+        field.name: flag_values[field.name].value for field in dataclasses.fields(RuntimeOptions)
+    })
