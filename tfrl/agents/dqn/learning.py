@@ -98,19 +98,23 @@ class DQNLearner:
         with tf.device(self._device):
             if update_target:
                 self._update_target()
-            num_steps = tf.shape(obs)[0]
+            num_steps, batch_size = tf.shape(obs)[0], tf.shape(obs)[1]
+            # The target network is fixed during the K steps, so all K*B bootstrap values
+            # come from one large forward pass instead of K small ones.
+            flat_next_obs = tf.reshape(next_obs, tf.concat([[-1], tf.shape(next_obs)[2:]], axis=0))
+            q_t_target_all = tf.reshape(self.target(flat_next_obs), [num_steps, batch_size, -1])  # [K, B, A]
             loss_sum = tf.constant(0.0)
             q_sum = tf.constant(0.0)
             for k in tf.range(num_steps):
-                loss, q_mean = self._gradient_step(obs[k], action[k], reward[k], discount[k], next_obs[k])
+                loss, q_mean = self._gradient_step(obs[k], action[k], reward[k], discount[k], next_obs[k],
+                                                   q_t_target_all[k])
                 loss_sum += loss
                 q_sum += q_mean
             count = tf.cast(tf.maximum(num_steps, 1), tf.float32)
             weights = [tf.identity(v) for v in self.online.trainable_variables]
             return loss_sum / count, q_sum / count, weights
 
-    def _gradient_step(self, obs_tm1, a_tm1, r_t, discount_t, obs_t):
-        q_t_target = self.target(obs_t)
+    def _gradient_step(self, obs_tm1, a_tm1, r_t, discount_t, obs_t, q_t_target):
         q_t_online = self.online(obs_t) if self.config.double_dqn else None
         targets = td_targets(r_t, discount_t, q_t_target, q_t_online)  # [B]
         variables = self.online.trainable_variables

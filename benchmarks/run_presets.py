@@ -1,0 +1,75 @@
+"""Benchmark: train a preset on several seeds, one after another, and print a markdown table.
+
+    python benchmarks/run_presets.py --agent=dqn --env=LunarLander-v2 --preset=dqn-lunarlander --seeds=0,1,2
+
+Each seed is a separate `scripts/train.py` process (never two at once: they would share the CPU).
+Per seed: the final greedy evaluation (mean return over the preset's final_eval_episodes), the
+process wall time, and env steps/s over the training part (from metrics.jsonl, evaluations excluded).
+Results are appended as JSON lines to --out, and the table goes to stdout for docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import app, flags
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+flags.DEFINE_string("agent", "dqn", "Agent name.")
+flags.DEFINE_string("env", "LunarLander-v2", "Environment id.")
+flags.DEFINE_string("preset", "auto", "Preset name (see configs/).")
+flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds, run one after another.")
+flags.DEFINE_multi_string("extra", [], "Extra flags passed to train.py, e.g. --extra=--inter_op_threads=2.")
+flags.DEFINE_string("out", None, "JSON-lines file to append results to.")
+FLAGS = flags.FLAGS
+
+
+def run_seed(seed: int, run_dir: pathlib.Path) -> dict:
+    cmd = [sys.executable, str(REPO_ROOT / "scripts" / "train.py"), f"--agent={FLAGS.agent}", f"--env={FLAGS.env}",
+           f"--preset={FLAGS.preset}", f"--seed={seed}", f"--run_dir={run_dir}", *FLAGS.extra]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr[-3000:])
+        raise SystemExit(f"seed {seed} failed with exit code {proc.returncode}")
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    final = [r for r in records if r["kind"] == "final_eval"][-1]
+    evals = [r for r in records if r["kind"] in ("eval", "final_eval")]
+    train_records = [r for r in records if r["kind"] == "train"]
+    return {
+        "agent": FLAGS.agent, "env": FLAGS.env, "preset": FLAGS.preset, "seed": seed,
+        "return_mean": final["return_mean"], "return_std": final["return_std"], "episodes": final["episodes"],
+        "env_steps": final["env_step"], "process_wall_s": round(wall, 1),
+        "train_loop_s": final["wall_time_s"],
+        "env_steps_per_s_mean": round(sum(r["env_steps_per_s"] for r in train_records) / max(len(train_records), 1)),
+        "num_evals": len(evals), "command": " ".join(cmd[1:]).replace(str(REPO_ROOT) + "/", ""),
+    }
+
+
+def main(argv):
+    del argv
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in map(int, FLAGS.seeds):
+            row = run_seed(seed, pathlib.Path(tmp) / f"seed{seed}")
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            if FLAGS.out:
+                with open(FLAGS.out, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+    print("\n| seed | greedy return (episodes) | env steps | wall time (s) | env steps/s (training) |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['seed']} | {r['return_mean']:.1f} ± {r['return_std']:.1f} ({r['episodes']}) | {r['env_steps']} "
+              f"| {r['process_wall_s']} | {r['env_steps_per_s_mean']} |")
+
+
+if __name__ == "__main__":
+    app.run(main)
