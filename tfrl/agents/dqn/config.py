@@ -23,7 +23,10 @@ class DQNConfig:
     dueling: bool = False
     """Dueling head (Wang et al. 2016): Q = V + A - mean(A)."""
     learning_rate: float = 6.3e-4
-    """Adam step size."""
+    """Adam step size at the first gradient step."""
+    final_learning_rate_fraction: float = 1.0
+    """Step size at the last gradient step, as a fraction of learning_rate; it falls linearly in between
+    (1.0 = constant). A decaying step size steadies the final policy."""
     batch_size: int = 128
     """Transitions per gradient step."""
     replay_capacity: int = 50_000
@@ -60,17 +63,29 @@ class DQNConfig:
     """Episodes of the greedy evaluation that ends the run."""
     log_interval: int = 2_000
     """Env steps between log lines and TensorBoard scalars."""
+    checkpoint_interval: int = 25_000
+    """Env steps between checkpoints (networks, optimizer, replay, RNGs, loop state; see tfrl.checkpoints);
+    0 = only at the end of training. A run resumes from its newest checkpoint."""
+
+    @property
+    def total_gradient_steps(self) -> int:
+        """Gradient steps the whole run makes (train calls after learning_starts, times gradient_steps)."""
+        first_train = max(self.learning_starts, self.train_freq)
+        calls = max(0, (self.total_env_steps - first_train) // self.train_freq + 1)
+        return calls * self.gradient_steps
 
     def __post_init__(self):
         for name in ("total_env_steps", "num_envs", "batch_size", "replay_capacity", "n_step",
                      "train_freq", "gradient_steps", "target_update_period", "final_eval_episodes",
                      "log_interval"):
             require(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("learning_starts", "eval_interval", "eval_episodes", "max_grad_norm"):
+        for name in ("learning_starts", "eval_interval", "eval_episodes", "max_grad_norm", "checkpoint_interval"):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         require(len(self.hidden_sizes) > 0 and all(h > 0 for h in self.hidden_sizes),
                 f"hidden_sizes must be positive layer sizes, got {self.hidden_sizes}")
         require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
+        require(0 <= self.final_learning_rate_fraction <= 1,
+                f"final_learning_rate_fraction must be in [0, 1], got {self.final_learning_rate_fraction}")
         require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
         require(0 < self.target_update_tau <= 1, f"target_update_tau must be in (0, 1], got {self.target_update_tau}")
         for name in ("epsilon_start", "epsilon_end", "epsilon_decay_fraction"):

@@ -58,22 +58,27 @@ class DQNLearner:
             self.target = networks.q_network(env.obs_shape, env.num_actions, config.hidden_sizes, config.dueling,
                                              name="target_q_network")
             self.target.set_weights(self.online.get_weights())
-            optimizer = keras.optimizers.Adam(config.learning_rate, global_clipnorm=config.max_grad_norm or None)
+            learning_rate = config.learning_rate
+            if config.final_learning_rate_fraction != 1.0:
+                # Indexed by the optimizer's own step counter: no Python per step, no retracing.
+                learning_rate = keras.optimizers.schedules.PolynomialDecay(
+                    config.learning_rate, decay_steps=max(1, config.total_gradient_steps),
+                    end_learning_rate=config.learning_rate * config.final_learning_rate_fraction)
+            optimizer = keras.optimizers.Adam(learning_rate, global_clipnorm=config.max_grad_norm or None)
             if runtime_lib.loss_scaling_needed(runtime.options.mixed_precision):
                 # float16 gradients underflow without it; apply() unscales, skips non-finite steps, adapts the scale.
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.optimizer = optimizer
             self.optimizer.build(self.online.trainable_variables)
             self.gradient_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
-        obs_spec = tf.TensorSpec([None, None, *env.obs_shape], tf.float32)  # [K, B, *obs_shape]
+        self._obs_shape = tuple(env.obs_shape)
+        self._obs_size = int(np.prod(env.obs_shape))
+        self._weight_shapes = [tuple(v.shape) for v in self.online.trainable_variables]
+        self._weight_offsets = np.cumsum([0] + [int(np.prod(s)) for s in self._weight_shapes])
         self.train_step = tf.function(
             self._train_step,
             input_signature=[
-                obs_spec,
-                tf.TensorSpec([None, None], tf.int32),  # action [K, B]
-                tf.TensorSpec([None, None], tf.float32),  # reward [K, B]
-                tf.TensorSpec([None, None], tf.float32),  # discount [K, B]
-                obs_spec,  # next_obs
+                tf.TensorSpec([None, None, 2 * self._obs_size + 3], tf.float32),  # packed transitions [K, B, F]
                 tf.TensorSpec([], tf.bool),  # update_target (before the K steps)
             ],
             jit_compile=runtime.options.xla,
@@ -86,23 +91,43 @@ class DQNLearner:
     def train(self, batch: dict[str, np.ndarray], update_target: bool) -> tuple[dict[str, float], list[np.ndarray]]:
         """One TF call: optional target update, then K = batch["obs"].shape[0] gradient steps.
 
-        Returns (metrics, online weights as NumPy for the actor).
+        batch: replay.sample() output, arrays [K, B, ...]. Returns (metrics, online weights as NumPy for the actor).
         """
-        loss, q_mean, weights = self.train_step(batch["obs"], batch["action"], batch["reward"], batch["discount"],
-                                                batch["next_obs"], update_target)
-        return {"loss": float(loss), "q_mean": float(q_mean)}, [w.numpy() for w in weights]
+        out = self.train_step(self.pack(batch), update_target).numpy()
+        weights = [out[2 + start:2 + end].reshape(shape) for start, end, shape in
+                   zip(self._weight_offsets[:-1], self._weight_offsets[1:], self._weight_shapes)]
+        return {"loss": float(out[0]), "q_mean": float(out[1])}, weights
+
+    def pack(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        """[K, B, F] float32 rows: obs (flattened), next_obs, action, reward, discount.
+
+        Every tensor that crosses the tf.function boundary costs tens of µs of Python-side
+        binding on a small CPU, so the train step takes one array in and gives one array out.
+        Actions are exact in float32 (integers below 2**24).
+        """
+        k, b = batch["action"].shape
+        return np.concatenate([
+            batch["obs"].reshape(k, b, -1), batch["next_obs"].reshape(k, b, -1),
+            batch["action"][..., None], batch["reward"][..., None], batch["discount"][..., None],
+        ], axis=-1, dtype=np.float32)
 
     # ---- inside the tf.function -------------------------------------------------
 
-    def _train_step(self, obs, action, reward, discount, next_obs, update_target):
+    def _train_step(self, packed, update_target):
+        """packed [K, B, F] -> [loss, mean Q, *flattened online weights]."""
         with tf.device(self._device):
             if update_target:
                 self._update_target()
-            num_steps, batch_size = tf.shape(obs)[0], tf.shape(obs)[1]
+            num_steps, batch_size = tf.shape(packed)[0], tf.shape(packed)[1]
+            d = self._obs_size
+            obs = tf.reshape(packed[..., :d], [num_steps, batch_size, *self._obs_shape])
+            next_obs = tf.reshape(packed[..., d:2 * d], [num_steps, batch_size, *self._obs_shape])
+            action = tf.cast(packed[..., 2 * d], tf.int32)
+            reward, discount = packed[..., 2 * d + 1], packed[..., 2 * d + 2]
             # The target network is fixed during the K steps, so all K*B bootstrap values
             # come from one large forward pass instead of K small ones.
-            flat_next_obs = tf.reshape(next_obs, tf.concat([[-1], tf.shape(next_obs)[2:]], axis=0))
-            q_t_target_all = tf.reshape(self.target(flat_next_obs), [num_steps, batch_size, -1])  # [K, B, A]
+            q_t_target_all = tf.reshape(self.target(tf.reshape(next_obs, [-1, *self._obs_shape])),
+                                        [num_steps, batch_size, -1])  # [K, B, A]
             loss_sum = tf.constant(0.0)
             q_sum = tf.constant(0.0)
             for k in tf.range(num_steps):
@@ -111,8 +136,8 @@ class DQNLearner:
                 loss_sum += loss
                 q_sum += q_mean
             count = tf.cast(tf.maximum(num_steps, 1), tf.float32)
-            weights = [tf.identity(v) for v in self.online.trainable_variables]
-            return loss_sum / count, q_sum / count, weights
+            flat_weights = [tf.reshape(v, [-1]) for v in self.online.trainable_variables]
+            return tf.concat([[loss_sum / count, q_sum / count], *flat_weights], axis=0)
 
     def _gradient_step(self, obs_tm1, a_tm1, r_t, discount_t, obs_t, q_t_target):
         q_t_online = self.online(obs_t) if self.config.double_dqn else None
