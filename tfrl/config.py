@@ -17,6 +17,7 @@ import dataclasses
 import difflib
 import json
 import pathlib
+import types
 import typing
 from typing import Any, Mapping, Sequence
 
@@ -91,7 +92,7 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
     """Convert a JSON value or a command-line string to the field's type, or raise ConfigError."""
     bad = ConfigError(f"hyperparameter {key!r}: {value!r} is not a valid {_type_name(annotation)}")
     origin = typing.get_origin(annotation)
-    if origin is typing.Union or str(origin) == "types.UnionType":  # Optional[X]
+    if origin in (typing.Union, types.UnionType):  # Optional[X] or X | None
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         if value is None or (isinstance(value, str) and value.lower() == "none"):
             return None
@@ -121,7 +122,11 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
             return int(value)
         if isinstance(value, str):
             try:
-                number = float(value.replace("_", ""))  # accept 1e5 and 100_000
+                return int(value.replace("_", ""))  # exact, also past 2**53
+            except ValueError:
+                pass
+            try:
+                number = float(value)  # accept 1e5
             except ValueError:
                 raise bad from None
             if number.is_integer():

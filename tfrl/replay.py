@@ -51,6 +51,25 @@ class UniformReplay:
         idx = self._rng.integers(0, self.size, size=(num_batches, batch_size))
         return {name: getattr(self, name)[idx] for name in TRANSITION_FIELDS}
 
+    def checkpoint_state(self) -> tuple[dict[str, np.ndarray], dict]:
+        """(arrays, JSON-able state) for tfrl.checkpoints: the filled slots [:size] and the cursor, sampling RNG."""
+        arrays = {name: getattr(self, name)[: self.size] for name in TRANSITION_FIELDS}
+        state = {"size": self.size, "cursor": self.cursor, "capacity": self.capacity,
+                 "rng": self._rng.bit_generator.state}
+        return arrays, state
+
+    def restore_checkpoint_state(self, arrays: dict[str, np.ndarray], state: dict) -> None:
+        """Inverse of checkpoint_state, into a buffer of the same capacity and observation shape."""
+        if state["capacity"] != self.capacity:
+            raise ValueError(f"replay capacity {self.capacity} != the checkpoint's {state['capacity']}")
+        size = int(state["size"])
+        for name in TRANSITION_FIELDS:
+            buffer = getattr(self, name)
+            buffer[:size] = arrays[name]
+            buffer[size:] = 0
+        self.size, self.cursor = size, int(state["cursor"])
+        self._rng.bit_generator.state = state["rng"]
+
 
 class NStepBuilder:
     """Turns per-step vector env output into n-step transitions, per sub-env.
@@ -65,7 +84,7 @@ class NStepBuilder:
         self._pending = [collections.deque() for _ in range(num_envs)]  # (obs, action, reward) per env
 
     def step(self, obs, action, reward, terminated, truncated, next_obs):
-        """Feed one vector step; returns the transitions that are complete, as a tuple of arrays (maybe empty).
+        """Feed one vector step; returns the complete transitions as a tuple of arrays, or None if none is complete.
 
         next_obs must hold the true final observation for envs whose episode ended (envs.next_obs_for_storage).
         """

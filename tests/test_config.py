@@ -1,0 +1,257 @@
+"""Tests for tfrl.config: presets in configs/, and typed --hp overrides of an agent's config dataclass."""
+
+import dataclasses
+import json
+import pathlib
+from typing import Optional
+
+import pytest
+
+from tfrl import agents
+from tfrl import config as config_lib
+from tfrl.agents.dqn.config import DQNConfig
+from tfrl.config import ConfigError
+from tfrl.errors import UsageError
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+CONFIG_DIR = REPO_ROOT / "configs"
+
+
+def _write_preset(directory, name, agent="dqn", env_ids=("CartPole-v1",), hparams=None, **extra):
+    raw = {"agent": agent, "env_ids": list(env_ids), "description": f"{name} for tests",
+           "hparams": hparams or {}, **extra}
+    (directory / f"{name}.json").write_text(json.dumps(raw))
+
+
+# --- presets in the repository's configs/ ----------------------------------------------
+
+def test_cartpole_preset_is_found_for_dqn():
+    preset = config_lib.find_preset(CONFIG_DIR, "dqn", "CartPole-v1")
+    assert preset is not None and preset.name == "dqn-cartpole"
+    assert preset.agent == "dqn" and "CartPole-v1" in preset.env_ids
+
+
+@pytest.mark.parametrize("env_id", ["LunarLander-v2", "LunarLander-v3"])
+def test_lunar_lander_preset_is_found_for_both_ids(env_id):
+    # configs/dqn-lunarlander.json lists both the deprecated and the current id.
+    preset = config_lib.find_preset(CONFIG_DIR, "dqn", env_id)
+    assert preset is not None, f"no dqn preset in {CONFIG_DIR} lists {env_id}"
+    assert preset.name == "dqn-lunarlander"
+
+
+def test_no_preset_for_an_env_without_one():
+    assert config_lib.find_preset(CONFIG_DIR, "dqn", "Acrobot-v1") is None
+
+
+@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.json")), ids=lambda p: p.name)
+def test_every_repository_preset_applies_to_its_agent_config(path):
+    # A typo or an out-of-range value in a preset file must fail here, not at the start of a long run.
+    preset = config_lib.load_preset_file(path)
+    config_cls = agents.get(preset.agent).config_cls
+    config = config_lib.apply_overrides(config_cls(), preset.hparams, f"preset {preset.name}")
+    for key in preset.hparams:
+        value = getattr(config, key)
+        expected = preset.hparams[key]
+        assert (list(value) if isinstance(value, tuple) else value) == expected
+
+
+def test_preset_by_name():
+    preset = config_lib.find_preset(CONFIG_DIR, "dqn", "Acrobot-v1", name="dqn-cartpole")
+    assert preset.name == "dqn-cartpole"  # an explicit name wins over the env id
+
+
+def test_preset_none_means_defaults_only():
+    assert config_lib.find_preset(CONFIG_DIR, "dqn", "CartPole-v1", name="none") is None
+
+
+def test_unknown_preset_name_lists_the_available_ones():
+    with pytest.raises(ConfigError) as raised:
+        config_lib.find_preset(CONFIG_DIR, "dqn", "CartPole-v1", name="dqn-cartpol")
+    message = str(raised.value)
+    assert message.startswith(f"--preset: no preset named 'dqn-cartpol' in {CONFIG_DIR}; available: ")
+    assert "dqn-cartpole" in message.split("available: ", 1)[1].split(", ")
+
+
+def test_preset_by_name_for_another_agent_is_rejected(tmp_path):
+    _write_preset(tmp_path, "a2c-cartpole", agent="a2c")
+    with pytest.raises(ConfigError, match="--preset=a2c-cartpole is for agent 'a2c', not 'dqn'"):
+        config_lib.find_preset(tmp_path, "dqn", "CartPole-v1", name="a2c-cartpole")
+
+
+def test_auto_preset_matches_agent_and_prefers_the_shortest_name(tmp_path):
+    _write_preset(tmp_path, "dqn-lunarlander-zoo-replica", env_ids=("LunarLander-v2", "LunarLander-v3"))
+    _write_preset(tmp_path, "dqn-lunarlander", env_ids=("LunarLander-v2", "LunarLander-v3"))
+    _write_preset(tmp_path, "a2c-lunar", agent="a2c", env_ids=("LunarLander-v3",))
+    assert config_lib.find_preset(tmp_path, "dqn", "LunarLander-v2").name == "dqn-lunarlander"
+    assert config_lib.find_preset(tmp_path, "dqn", "LunarLander-v3").name == "dqn-lunarlander"
+    assert config_lib.find_preset(tmp_path, "a2c", "LunarLander-v3").name == "a2c-lunar"
+    assert config_lib.find_preset(tmp_path, "a2c", "LunarLander-v2") is None
+
+
+def test_preset_file_with_missing_or_extra_keys_is_a_config_error(tmp_path):
+    (tmp_path / "broken.json").write_text(json.dumps({"agent": "dqn", "hparams": {}}))
+    with pytest.raises(ConfigError, match="expected exactly the keys"):
+        config_lib.find_preset(tmp_path, "dqn", "CartPole-v1")
+    (tmp_path / "broken.json").unlink()
+    _write_preset(tmp_path, "extra", comment="not allowed")
+    with pytest.raises(ConfigError, match="expected exactly the keys"):
+        config_lib.find_preset(tmp_path, "dqn", "CartPole-v1")
+
+
+def test_preset_file_with_bad_json_is_a_config_error(tmp_path):
+    (tmp_path / "bad.json").write_text('{"agent": "dqn",')
+    with pytest.raises(ConfigError, match="cannot read JSON"):
+        config_lib.find_preset(tmp_path, "dqn", "CartPole-v1")
+
+
+def test_config_error_is_a_usage_error():
+    assert issubclass(ConfigError, UsageError)
+
+
+# --- overrides: coercion ------------------------------------------------------------
+
+@pytest.mark.parametrize("key, text, expected", [
+    ("total_env_steps", "1e5", 100_000),
+    ("total_env_steps", "100_000", 100_000),
+    ("total_env_steps", "20000", 20_000),
+    ("hidden_sizes", "64,64", (64, 64)),
+    ("hidden_sizes", "[32, 16]", (32, 16)),
+    ("hidden_sizes", "128", (128,)),
+    ("dueling", "false", False),
+    ("dueling", "True", True),
+    ("double_dqn", "0", False),
+    ("learning_rate", "1e-3", 1e-3),
+    ("gamma", "0.5", 0.5),
+])
+def test_cli_override_strings_are_coerced_to_the_field_type(key, text, expected):
+    config = config_lib.apply_overrides(DQNConfig(), {key: text}, "--hp")
+    value = getattr(config, key)
+    assert value == expected
+    assert type(value) is type(expected)
+
+
+def test_json_values_are_coerced_to_the_field_type():
+    config = config_lib.apply_overrides(
+        DQNConfig(), {"hidden_sizes": [64, 32], "total_env_steps": 5e4, "learning_rate": 1, "dueling": True},
+        "preset test")
+    assert config.hidden_sizes == (64, 32)
+    assert config.total_env_steps == 50_000 and type(config.total_env_steps) is int
+    assert config.learning_rate == 1.0 and type(config.learning_rate) is float
+    assert config.dueling is True
+
+
+def test_large_integer_strings_are_exact():
+    # Going through float() would turn 2**53 + 1 into 2**53.
+    config = config_lib.apply_overrides(DQNConfig(), {"total_env_steps": "9007199254740993"}, "--hp")
+    assert config.total_env_steps == 9007199254740993
+
+
+def test_overrides_leave_other_fields_at_their_values():
+    base = DQNConfig(learning_rate=1e-4)
+    config = config_lib.apply_overrides(base, {"batch_size": "32"}, "--hp")
+    assert config == dataclasses.replace(base, batch_size=32)
+
+
+@dataclasses.dataclass(frozen=True)
+class _OptionalFieldsConfig:
+    """Config fields written the two ways Python spells Optional (the repo uses `from __future__ import annotations`
+    in config modules, so annotations are strings that get_type_hints evaluates)."""
+
+    limit_old_style: Optional[int] = None
+    limit_new_style: "int | None" = None
+
+
+@pytest.mark.parametrize("field", ["limit_old_style", "limit_new_style"])
+def test_optional_fields_accept_a_value_or_none(field):
+    config = config_lib.apply_overrides(_OptionalFieldsConfig(), {field: "512"}, "--hp")
+    assert getattr(config, field) == 512
+    config = config_lib.apply_overrides(config, {field: "none"}, "--hp")
+    assert getattr(config, field) is None
+    with pytest.raises(ConfigError, match=f"hyperparameter '{field}': 'lots' is not a valid int"):
+        config_lib.apply_overrides(_OptionalFieldsConfig(), {field: "lots"}, "--hp")
+
+
+def test_to_dict_round_trips_through_json_and_overrides():
+    config = DQNConfig(hidden_sizes=(64, 32), dueling=True, learning_rate=1e-3)
+    as_json = json.loads(json.dumps(config_lib.to_dict(config)))
+    assert as_json["hidden_sizes"] == [64, 32]
+    assert config_lib.apply_overrides(DQNConfig(), as_json, "config.json") == config
+
+
+# --- overrides: errors -------------------------------------------------------------------
+
+def test_unknown_key_names_close_matches():
+    with pytest.raises(ConfigError) as raised:
+        config_lib.apply_overrides(DQNConfig(), {"learning_rat": "1e-3"}, "--hp")
+    message = str(raised.value)
+    assert message.startswith("--hp: unknown hyperparameter 'learning_rat' for DQNConfig; did you mean ")
+    assert message.endswith("?")
+    close = message.split("did you mean ", 1)[1][:-1].split(", ")
+    assert close[0] == "learning_rate"  # the closest first; learning_starts may follow
+
+
+def test_unknown_key_without_close_match_has_no_hint():
+    with pytest.raises(ConfigError) as raised:
+        config_lib.apply_overrides(DQNConfig(), {"zzz": "1"}, "preset x")
+    assert str(raised.value) == "preset x: unknown hyperparameter 'zzz' for DQNConfig"
+
+
+@pytest.mark.parametrize("key, value, type_name", [
+    ("batch_size", "abc", "int"),
+    ("batch_size", "1.5", "int"),
+    ("batch_size", True, "int"),  # JSON true is not a number
+    ("learning_rate", "fast", "float"),
+    ("dueling", "maybe", "bool"),
+    ("dueling", 1, "bool"),
+    ("hidden_sizes", "64,x", "int"),
+    ("hidden_sizes", 64, "tuple"),
+])
+def test_ill_typed_value_is_a_config_error_naming_key_value_and_type(key, value, type_name):
+    with pytest.raises(ConfigError) as raised:
+        config_lib.apply_overrides(DQNConfig(), {key: value}, "--hp")
+    message = str(raised.value)
+    assert message.startswith(f"hyperparameter {key!r}: ")
+    assert message.endswith(f"is not a valid {type_name}")
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"gamma": "1.5"}, "--hp: gamma must be in [0, 1], got 1.5"),
+    ({"batch_size": "0"}, "--hp: batch_size must be > 0, got 0"),
+    ({"num_envs": "0"}, "--hp: num_envs must be > 0, got 0"),
+    ({"learning_rate": "0"}, "--hp: learning_rate must be > 0, got 0.0"),
+    ({"learning_rate": "nan"}, "--hp: learning_rate must be > 0, got nan"),
+    ({"target_update_tau": "0"}, "--hp: target_update_tau must be in (0, 1], got 0.0"),
+    ({"epsilon_end": "-0.1"}, "--hp: epsilon_end must be in [0, 1], got -0.1"),
+    ({"hidden_sizes": ""}, "--hp: hidden_sizes must be positive layer sizes, got ()"),
+    ({"hidden_sizes": "64,0"}, "--hp: hidden_sizes must be positive layer sizes, got (64, 0)"),
+    ({"batch_size": "64", "replay_capacity": "32"}, "--hp: batch_size must not exceed replay_capacity"),
+])
+def test_out_of_range_value_is_a_config_error(overrides, message):
+    with pytest.raises(ConfigError) as raised:
+        config_lib.apply_overrides(DQNConfig(), overrides, "--hp")
+    assert str(raised.value) == message
+
+
+def test_config_dataclass_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        DQNConfig().gamma = 0.5
+
+
+# --- parse_cli_overrides ---------------------------------------------------------------------
+
+def test_parse_cli_overrides_splits_on_the_first_equals_and_strips():
+    assert config_lib.parse_cli_overrides([" learning_rate = 1e-3", "hidden_sizes=64,64", "note=a=b"]) == {
+        "learning_rate": "1e-3", "hidden_sizes": "64,64", "note": "a=b"}
+    assert config_lib.parse_cli_overrides([]) == {}
+
+
+@pytest.mark.parametrize("items, message", [
+    (["learning_rate"], "--hp: expected key=value, got 'learning_rate'"),
+    (["=1e-3"], "--hp: expected key=value, got '=1e-3'"),
+    ([" =1"], "--hp: expected key=value, got ' =1'"),
+    (["gamma=0.9", "gamma = 0.8"], "--hp: 'gamma' given twice"),
+])
+def test_parse_cli_overrides_errors(items, message):
+    with pytest.raises(ConfigError) as raised:
+        config_lib.parse_cli_overrides(items)
+    assert str(raised.value) == message

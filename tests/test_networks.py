@@ -1,0 +1,82 @@
+"""Tests for tfrl.networks: the NumPy mirror must compute exactly what the Keras model computes."""
+
+import keras
+import numpy as np
+import pytest
+
+from tfrl import networks
+
+
+def _random_weights(model, rng):
+    return [rng.normal(0.0, 0.5, size=v.shape).astype(np.float32) for v in model.trainable_variables]
+
+
+@pytest.mark.parametrize("obs_shape, hidden_sizes, dueling", [
+    ((4,), (8, 8), False),
+    ((4,), (8, 8), True),
+    ((3, 2), (5,), False),  # 2-D observations go through Flatten
+    ((6,), (4,) * 11, True),  # 11 torso layers: torso_10 must come after torso_9, not after torso_1
+])
+def test_numpy_mlp_matches_keras_model(obs_shape, hidden_sizes, dueling):
+    model = networks.q_network(obs_shape, 3, hidden_sizes, dueling)
+    mirror = networks.NumpyMLP(model)
+    obs = np.random.default_rng(0).normal(size=(16, *obs_shape)).astype(np.float32)
+
+    expected = np.asarray(model(obs))
+    actual = mirror(obs)
+
+    assert expected.shape == (16, 3)
+    assert actual.dtype == np.float32
+    np.testing.assert_allclose(actual, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("dueling", [False, True])
+def test_numpy_mlp_update_takes_weights_in_trainable_variables_order(dueling):
+    model = networks.q_network((4,), 2, (8, 8), dueling)
+    mirror = networks.NumpyMLP(model)
+    obs = np.random.default_rng(1).normal(size=(10, 4)).astype(np.float32)
+    before = mirror(obs)
+
+    new_weights = _random_weights(model, np.random.default_rng(2))
+    for variable, value in zip(model.trainable_variables, new_weights):
+        variable.assign(value)
+    mirror.update([v.numpy() for v in model.trainable_variables])
+
+    after = mirror(obs)
+    np.testing.assert_allclose(after, np.asarray(model(obs)), atol=1e-5)
+    assert not np.allclose(after, before)  # the update really changed the mirror
+
+
+def test_numpy_mlp_update_rejects_wrong_number_of_arrays():
+    model = networks.q_network((4,), 2, (8,))
+    mirror = networks.NumpyMLP(model)
+    with pytest.raises(ValueError, match="expected 4 weight arrays, got 3"):
+        mirror.update([v.numpy() for v in model.trainable_variables][:3])
+
+
+def test_numpy_mlp_of_target_network_named_differently():
+    # The learner's target network has another model name; the mirror must still find its layers.
+    model = networks.q_network((4,), 2, (8,), dueling=True, name="target_q_network")
+    obs = np.random.default_rng(3).normal(size=(5, 4)).astype(np.float32)
+    np.testing.assert_allclose(networks.NumpyMLP(model)(obs), np.asarray(model(obs)), atol=1e-5)
+
+
+def test_dueling_head_by_hand():
+    # One torso unit with identity weights, so h = relu(obs[0]).
+    # V(h) = 2h + 1; A(h) = [h, 3h, 5h] -> mean A = 3h;  Q = V + A - mean A = [2h+1-2h, 2h+1, 2h+1+2h].
+    # obs [2, *]: h = 2 -> Q = [1, 5, 9];  obs [-1, *]: h = 0 -> Q = [1, 1, 1].
+    model = networks.q_network((2,), 3, (1,), dueling=True)
+    model.get_layer("torso_0").set_weights([np.array([[1.0], [0.0]]), np.array([0.0])])
+    model.get_layer("value_head").set_weights([np.array([[2.0]]), np.array([1.0])])
+    model.get_layer("advantage_head").set_weights([np.array([[1.0, 3.0, 5.0]]), np.zeros(3)])
+    obs = np.array([[2.0, 7.0], [-1.0, 7.0]], np.float32)
+    expected = [[1.0, 5.0, 9.0], [1.0, 1.0, 1.0]]
+
+    np.testing.assert_allclose(np.asarray(model(obs)), expected, atol=1e-6)
+    np.testing.assert_allclose(networks.NumpyMLP(model)(obs), expected, atol=1e-6)
+
+
+def test_q_network_output_is_float32_under_float32_policy():
+    assert keras.mixed_precision.global_policy().name == "float32"
+    model = networks.q_network((4,), 2, (8,))
+    assert model(np.zeros((1, 4), np.float32)).dtype == "float32"

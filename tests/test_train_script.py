@@ -1,0 +1,194 @@
+"""End-to-end tests of scripts/train.py, run as a user runs it: `python scripts/train.py ...` in a subprocess.
+
+Every launch pays TensorFlow's import (~5 s), so all launches of this file start
+at once in a module fixture, two at a time, the long learning run first; each
+test waits for the launch it checks.
+"""
+
+import concurrent.futures
+import dataclasses
+import glob
+import json
+import math
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+TRAIN = str(REPO_ROOT / "scripts" / "train.py")
+
+# Lines TensorFlow's C++ runtime writes to stderr on import, whatever the script does.
+_TF_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\)|[IWE]0000 00:00:|"
+                       r"To enable the following instructions:)")
+
+
+@dataclasses.dataclass
+class Launch:
+    returncode: int
+    stdout: str
+    stderr: str
+    run_dir: pathlib.Path
+
+    def stderr_lines(self):
+        return [line for line in self.stderr.splitlines() if line.strip() and not _TF_NOISE.match(line)]
+
+
+def _launch(args, run_dir):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("KERAS_BACKEND", None)
+    completed = subprocess.run([sys.executable, TRAIN, *args, f"--run_dir={run_dir}"], capture_output=True,
+                               text=True, cwd=REPO_ROOT, env=env, timeout=300)
+    return Launch(completed.returncode, completed.stdout, completed.stderr, run_dir)
+
+
+# A short CartPole run that learns: the dqn-cartpole preset (the rl-baselines3-zoo settings) cut from 50k to
+# 30k env steps, with a 64x64 network instead of 256x256 to keep it near 30 s on 2 cores.
+LEARNING_ARGS = [
+    "--agent=dqn", "--env=CartPole-v1", "--seed=0",
+    "--hp=total_env_steps=30000", "--hp=hidden_sizes=64,64",
+    "--hp=eval_interval=10000", "--hp=eval_episodes=5", "--hp=final_eval_episodes=20", "--hp=log_interval=5000",
+]
+RANDOM_POLICY_RETURN = 22  # CartPole-v1 under uniformly random actions, averaged over many episodes
+
+# A few hundred env steps with two train calls: enough for the loss and Q-values to depend on every seeded thing.
+TINY_ARGS = [
+    "--agent=dqn", "--env=CartPole-v1", "--hp=total_env_steps=512", "--hp=hidden_sizes=16",
+    "--hp=learning_starts=0", "--hp=train_freq=256", "--hp=gradient_steps=4", "--hp=batch_size=32",
+    "--hp=log_interval=256", "--hp=eval_interval=0", "--hp=final_eval_episodes=3",
+]
+
+# (case id, arguments, what the one error line must contain)
+BAD_INPUTS = [
+    ("unknown_agent", ["--agent=ppo", "--env=CartPole-v1"], "--agent: unknown agent 'ppo'; choose one of dqn"),
+    ("unknown_env", ["--agent=dqn", "--env=CartPole-v9"],
+     "unknown environment id 'CartPole-v9'; close matches: CartPole-v1"),
+    ("unknown_flag", ["--agent=dqn", "--env=CartPole-v1", "--nonsense=1"], "Unknown command line flag 'nonsense'"),
+    ("bad_mixed_precision", ["--agent=dqn", "--env=CartPole-v1", "--mixed_precision=fp16"],
+     "--mixed_precision: unknown policy 'fp16'; choose one of float32, mixed_float16, mixed_bfloat16"),
+    ("missing_gpu", ["--agent=dqn", "--env=CartPole-v1", "--device=gpu:7"], "--device=gpu:7 but "),
+    ("unknown_hparam", ["--agent=dqn", "--env=CartPole-v1", "--hp=unknown_key=1"],
+     "--hp: unknown hyperparameter 'unknown_key' for DQNConfig"),
+    ("ill_typed_hparam", ["--agent=dqn", "--env=CartPole-v1", "--hp=batch_size=abc"],
+     "hyperparameter 'batch_size': 'abc' is not a valid int"),
+    ("zero_envs", ["--agent=dqn", "--env=CartPole-v1", "--num_envs=0"], "num_envs must be > 0, got 0"),
+    ("missing_agent", ["--env=CartPole-v1"], "--agent and --env are required"),
+]
+
+
+@pytest.fixture(scope="module")
+def launches(tmp_path_factory):
+    """Starts every launch of this module, two at a time; returns {name: Future[Launch]}."""
+    base = tmp_path_factory.mktemp("train_script")
+    jobs = [("learning", LEARNING_ARGS), ("tiny_seed0_a", [*TINY_ARGS, "--seed=0"]),
+            ("tiny_seed0_b", [*TINY_ARGS, "--seed=0"])]
+    jobs += [(name, args) for name, args, _ in BAD_INPUTS]
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+    futures = {name: pool.submit(_launch, args, base / name / "run") for name, args in jobs}
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+# --- bad input: exit 2, one line, no traceback, nothing written ---------------------------
+
+@pytest.mark.parametrize("name, args, message", BAD_INPUTS, ids=[case[0] for case in BAD_INPUTS])
+def test_bad_input_exits_2_with_one_error_line_and_writes_nothing(launches, name, args, message):
+    launch = launches[name].result()
+    assert launch.returncode == 2, launch.stderr[-2000:]
+    assert "Traceback" not in launch.stderr
+    lines = launch.stderr_lines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("train.py: error: "), lines
+    assert message in lines[0]
+    assert not launch.run_dir.exists()
+    assert launch.stdout == ""
+
+
+# --- a learning run ------------------------------------------------------------------------
+
+FINAL_LINE = re.compile(r"^final evaluation: env=CartPole-v1 episodes=(\d+) return=(-?[\d.]+) \+/- ([\d.]+) "
+                        r"env_steps=(\d+) wall_time_s=([\d.]+) run_dir=(.+)$")
+
+
+@pytest.fixture(scope="module")
+def learning_run(launches):
+    launch = launches["learning"].result()
+    assert launch.returncode == 0, launch.stderr[-3000:]
+    assert "Traceback" not in launch.stderr
+    return launch
+
+
+def test_learning_run_beats_random_play(learning_run):
+    finals = [FINAL_LINE.match(line) for line in learning_run.stdout.splitlines()]
+    finals = [m for m in finals if m]
+    assert len(finals) == 1, learning_run.stdout
+    episodes, mean_return, _, env_steps, _, run_dir = finals[0].groups()
+    assert (int(episodes), int(env_steps), run_dir) == (20, 30000, str(learning_run.run_dir))
+    # Random play averages ~22; a policy that balances the pole for 150+ steps has learned.
+    assert float(mean_return) >= 150, f"final return {mean_return} (random play: ~{RANDOM_POLICY_RETURN})"
+
+
+def test_learning_run_writes_resolved_config(learning_run):
+    config = json.loads((learning_run.run_dir / "config.json").read_text())
+    assert (config["agent"], config["env_id"], config["seed"]) == ("dqn", "CartPole-v1", 0)
+    assert config["preset"] == "dqn-cartpole"
+    hparams = config["hparams"]
+    assert hparams["total_env_steps"] == 30000  # --hp
+    assert hparams["hidden_sizes"] == [64, 64]  # --hp, as a JSON list
+    assert hparams["learning_rate"] == 2.3e-3  # from the preset
+    assert hparams["train_freq"] == 256 and hparams["gradient_steps"] == 128  # from the preset
+    assert hparams["epsilon_start"] == 1.0  # a DQNConfig default neither overrides
+    assert config["runtime"]["mixed_precision"] == "float32"
+
+
+def test_learning_run_writes_metrics_jsonl(learning_run):
+    records = [json.loads(line) for line in (learning_run.run_dir / "metrics.jsonl").read_text().splitlines()]
+    by_kind = {}
+    for record in records:
+        by_kind.setdefault(record["kind"], []).append(record)
+    assert [r["env_step"] for r in by_kind["train"]] == [5000, 10000, 15000, 20000, 25000, 30000]
+    assert [r["env_step"] for r in by_kind["eval"]] == [10000, 20000, 30000]
+    assert len(by_kind["final_eval"]) == 1
+    final = by_kind["final_eval"][0]
+    assert (final["env_step"], final["episodes"]) == (30000, 20)
+    assert final["return_mean"] >= 150
+    for record in by_kind["train"]:
+        assert math.isfinite(record["loss"]) and math.isfinite(record["q_mean"])
+        assert record["episodes"] > 0 and record["episode_return_mean"] > 0
+    # Train calls at env steps 1000 (learning_starts), 1256, ..., 29928: (30000 - 1000) // 256 + 1 = 114 calls
+    # of 128 gradient steps = 14592.
+    assert final["gradient_steps"] == 14592
+    assert by_kind["train"][-1]["epsilon"] == pytest.approx(0.04)  # the preset's epsilon_end
+
+
+def test_learning_run_writes_tensorboard_events(learning_run):
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    event_files = glob.glob(str(learning_run.run_dir / "tensorboard" / "events.out.tfevents.*"))
+    assert event_files
+    tags = {value.tag for path in event_files for event in EventFileLoader(path).Load()
+            for value in event.summary.value}
+    assert {"episode/return", "train/loss", "eval/return_mean", "final_eval/return_mean"} <= tags
+
+
+# --- reproducibility -----------------------------------------------------------------------------
+
+def _train_records(launch):
+    assert launch.returncode == 0, launch.stderr[-3000:]
+    records = [json.loads(line) for line in (launch.run_dir / "metrics.jsonl").read_text().splitlines()]
+    # Everything but the clock.
+    return [{k: v for k, v in r.items() if k not in ("wall_time_s", "env_steps_per_s")}
+            for r in records if r["kind"] in ("train", "final_eval")]
+
+
+def test_same_seed_gives_the_same_run(launches):
+    # --seed seeds "environments, network initialization, exploration and replay sampling" (its help text),
+    # so two runs with one seed must log the same losses and Q-values.
+    first = _train_records(launches["tiny_seed0_a"].result())
+    second = _train_records(launches["tiny_seed0_b"].result())
+    assert [r["env_step"] for r in first] == [256, 512, 512]
+    assert first == second
+
