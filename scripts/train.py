@@ -4,19 +4,26 @@ The tuned preset for (agent, env) in configs/ is picked automatically; --hp
 key=value overrides any hyperparameter. Hardware flags (--device, --mixed_precision,
 --xla, ...) are applied once, before any TF op. Bad input exits with code 2
 before anything is written.
+
+Crash recovery: the run checkpoints every `checkpoint_interval` env steps. Run the
+same command again with the same --run_dir (or `--resume --run_dir=DIR`, which
+takes everything from DIR/config.json) and it continues from the newest
+checkpoint; a --run_dir that holds a run with a different config is an error.
+At the end the greedy policy is exported as a SavedModel (tfrl.export).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import pathlib
-import sys
 
-from absl import app, flags, logging
+import keras
+from absl import flags, logging
 
 import tfrl
-from tfrl import agents, config as config_lib, envs, runtime as runtime_lib
+from tfrl import agents, checkpoints, cli, config as config_lib, envs, runs, runtime as runtime_lib
 from tfrl.errors import UsageError
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -30,38 +37,69 @@ flags.DEFINE_multi_string("hp", [], "Hyperparameter override key=value, repeatab
                           "--hp=hidden_sizes=64,64.")
 flags.DEFINE_integer("num_envs", None, "Parallel environments (overrides the preset's num_envs).")
 flags.DEFINE_string("vector_mode", "sync", "Vector env: sync (one process) or async (a process per env).")
-flags.DEFINE_string("run_dir", None, "Where config, metrics and TensorBoard logs go; default runs/<agent>-<env>-s<seed>-<time>. "
-                    "Must not exist or be empty.")
+flags.DEFINE_string("run_dir", None, "Where config, metrics, TensorBoard logs, checkpoints and the export go; default "
+                    "runs/<agent>-<env>-s<seed>-<time>. If it holds a run with the same config, that run is resumed "
+                    "from its newest checkpoint (started over if it has none); a different config is an error.")
+flags.DEFINE_boolean("resume", False, "Continue the run in --run_dir from its newest checkpoint, with the agent, env, seed, "
+                     "hyperparameters and hardware flags of its config.json; flags given as well must agree with it.")
+flags.DEFINE_string("export_base_path", None, "Export the greedy policy at the end to <this>/<model_name>/<version>/ "
+                    "(TF Serving layout); default <run_dir>/saved_models; empty = no export.")
+flags.DEFINE_string("model_name", None, "Model name of the export; default <agent>-<env id>.")
 flags.DEFINE_string("config_dir", str(REPO_ROOT / "configs"), "Directory of preset JSON files.")
 runtime_lib.define_flags()
 
 FLAGS = flags.FLAGS
 
 
-def resolve_config(agent_name: str, env_arg: str):
-    """(agent entry, env id, preset, config) from the flags; raises UsageError, writes nothing."""
+def resolve_config(agent_name: str, env_arg: str, base_config=None):
+    """(agent entry, env id, preset name, config) from the flags; raises UsageError, writes nothing.
+
+    base_config (--resume: the saved run's config) replaces the preset lookup; --hp still applies on top.
+    """
     entry = agents.get(agent_name)
     env_id = envs.resolve_env_id(env_arg)
-    preset = config_lib.find_preset(pathlib.Path(FLAGS.config_dir), agent_name, env_arg, FLAGS.preset)
-    if preset is None and FLAGS.preset == "auto":
-        preset = config_lib.find_preset(pathlib.Path(FLAGS.config_dir), agent_name, env_id, FLAGS.preset)
-    config = entry.config_cls()
-    if preset is not None:
-        config = config_lib.apply_overrides(config, preset.hparams, f"preset {preset.name}")
+    if base_config is not None:
+        config, preset_name = base_config, None
+    else:
+        preset = config_lib.find_preset(pathlib.Path(FLAGS.config_dir), agent_name, env_arg, FLAGS.preset)
+        if preset is None and FLAGS.preset == "auto":
+            preset = config_lib.find_preset(pathlib.Path(FLAGS.config_dir), agent_name, env_id, FLAGS.preset)
+        config = entry.config_cls()
+        if preset is not None:
+            config = config_lib.apply_overrides(config, preset.hparams, f"preset {preset.name}")
+        preset_name = preset.name if preset else None
     overrides = config_lib.parse_cli_overrides(FLAGS.hp)
     if FLAGS.num_envs is not None:
         if "num_envs" in overrides:
             raise UsageError("--num_envs and --hp=num_envs both given")
         overrides["num_envs"] = str(FLAGS.num_envs)
     config = config_lib.apply_overrides(config, overrides, "--hp")
-    return entry, env_id, preset, config
+    return entry, env_id, preset_name, config
+
+
+def saved_run(run_dir: pathlib.Path | None) -> tuple[runs.RunConfig, dict] | None:
+    """The run already in --run_dir, or None if it is new or empty; UsageError if it holds something else."""
+    if run_dir is None or not run_dir.exists() or not any(run_dir.iterdir()):
+        return None
+    if not (run_dir / runs.CONFIG_FILE).exists():
+        raise UsageError(f"--run_dir {run_dir} is not empty and holds no tfrl run (no {runs.CONFIG_FILE}); "
+                         "pick a new one")
+    return runs.read_config(run_dir)
+
+
+def take_saved_flags(saved_raw: dict) -> None:
+    """--resume: every flag not given on the command line takes the run's saved value."""
+    saved = {"agent": saved_raw["agent"], "env": saved_raw.get("env_arg", saved_raw["env_id"]),
+             "seed": saved_raw["seed"], "vector_mode": saved_raw.get("vector_mode", "sync"),
+             **(saved_raw.get("runtime") or {})}
+    for name, value in saved.items():
+        if name in FLAGS and not FLAGS[name].present:
+            FLAGS[name].value = value
 
 
 def prepare_run_dir(agent_name: str, env_id: str) -> pathlib.Path:
     if FLAGS.run_dir:
         run_dir = pathlib.Path(FLAGS.run_dir)
-        if run_dir.exists() and any(run_dir.iterdir()):
-            raise UsageError(f"--run_dir {run_dir} exists and is not empty; pick a new one")
     else:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = REPO_ROOT / "runs" / f"{agent_name}-{env_id}-s{FLAGS.seed}-{stamp}"
@@ -73,49 +111,80 @@ def prepare_run_dir(agent_name: str, env_id: str) -> pathlib.Path:
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    cli.no_extra_args(argv)
+    run_dir_arg = pathlib.Path(FLAGS.run_dir) if FLAGS.run_dir else None
+    saved = saved_run(run_dir_arg)
+    if FLAGS.resume:
+        if run_dir_arg is None:
+            raise UsageError("--resume needs --run_dir, the run to continue")
+        if saved is None:
+            raise UsageError(f"--resume: {run_dir_arg} holds no run to resume")
+        if checkpoints.latest_checkpoint_number(run_dir_arg) is None:
+            raise UsageError(f"--resume: {run_dir_arg} has no checkpoint to resume from")
+        if FLAGS["preset"].present:
+            raise UsageError("--resume takes the config from the run's config.json; drop --preset")
+        take_saved_flags(saved[1])
     if not FLAGS.agent or not FLAGS.env:
         raise UsageError("--agent and --env are required, e.g. --agent=dqn --env=LunarLander-v2")
     if FLAGS.vector_mode not in envs.VECTOR_MODES:
         raise UsageError(f"--vector_mode: unknown mode {FLAGS.vector_mode!r}; choose one of {', '.join(envs.VECTOR_MODES)}")
-    entry, env_id, preset, config = resolve_config(FLAGS.agent, FLAGS.env)
+    # --resume: the config as saved, even if the presets have changed since.
+    entry, env_id, preset_name, config = resolve_config(FLAGS.agent, FLAGS.env,
+                                                        base_config=saved[0].config if FLAGS.resume else None)
+    if FLAGS.resume:
+        preset_name = saved[1].get("preset")
     runtime_options = runtime_lib.options_from_flags()
+    if saved is not None:
+        requested = runs.RunConfig(agent=FLAGS.agent, env_id=env_id, seed=FLAGS.seed, config=config,
+                                   mixed_precision=runtime_options.mixed_precision)
+        differences = requested.differences(saved[0])
+        if differences:
+            advice = ("drop the flags that differ" if FLAGS.resume
+                      else "use a new --run_dir, or --resume to continue it as it was")
+            raise UsageError(f"--run_dir {run_dir_arg} holds a run with a different config (requested != saved: "
+                             f"{'; '.join(differences)}); {advice}")
     runtime = runtime_lib.apply(runtime_options)  # validates first; raises before anything is written
+    keras.utils.set_random_seed(FLAGS.seed)  # Python, NumPy and TF global seeds: network initialization
     run_dir = prepare_run_dir(FLAGS.agent, env_id)
 
-    resolved = {
-        "tfrl_version": tfrl.__version__,
-        "agent": FLAGS.agent, "env_id": env_id, "env_arg": FLAGS.env, "seed": FLAGS.seed,
-        "preset": preset.name if preset else None, "vector_mode": FLAGS.vector_mode,
-        "hparams": config_lib.to_dict(config), "runtime": runtime_options.__dict__,
-    }
-    (run_dir / "config.json").write_text(json.dumps(resolved, indent=2) + "\n")
+    if saved is None:
+        resolved = {
+            "tfrl_version": tfrl.__version__,
+            "agent": FLAGS.agent, "env_id": env_id, "env_arg": FLAGS.env, "seed": FLAGS.seed,
+            "preset": preset_name, "vector_mode": FLAGS.vector_mode,
+            "hparams": config_lib.to_dict(config), "runtime": dataclasses.asdict(runtime_options),
+        }
+        (run_dir / runs.CONFIG_FILE).write_text(json.dumps(resolved, indent=2) + "\n")
     for line in runtime.banner().splitlines():
         logging.info("%s", line)
-    logging.info("agent=%s env=%s preset=%s seed=%d run_dir=%s", FLAGS.agent, env_id,
-                 resolved["preset"], FLAGS.seed, run_dir)
+    logging.info("agent=%s env=%s preset=%s seed=%d run_dir=%s", FLAGS.agent, env_id, preset_name, FLAGS.seed, run_dir)
+    if saved is not None:
+        number = checkpoints.latest_checkpoint_number(run_dir)
+        logging.info("%s holds this run already: %s", run_dir,
+                     f"resuming from its newest loadable checkpoint (newest: {number})" if number
+                     else "no checkpoint yet, starting over")
     result = entry.train(config, env_id, FLAGS.seed, runtime, run_dir, vector_mode=FLAGS.vector_mode)
     print(f"final evaluation: env={env_id} episodes={result['episodes']} "
           f"return={result['return_mean']:.2f} +/- {result['return_std']:.2f} "
           f"env_steps={result['env_step']} wall_time_s={result['wall_time_s']:.1f} run_dir={run_dir}", flush=True)
+    export_final_policy(run_dir, FLAGS.agent, env_id)
 
 
-def _parse_flags_or_exit(argv):
-    """absl exits with code 1 on a bad flag; our contract is one clear line and exit code 2."""
+def export_final_policy(run_dir: pathlib.Path, agent_name: str, env_id: str) -> None:
+    if FLAGS.export_base_path == "":
+        return
     try:
-        return FLAGS(argv)
-    except flags.Error as e:
-        print(f"{pathlib.Path(argv[0]).name}: error: {e}", file=sys.stderr)
-        sys.exit(2)
+        runs.policy_module(agent_name)
+    except UsageError as e:
+        logging.warning("not exporting: %s", e)
+        return
+    base_path = pathlib.Path(FLAGS.export_base_path) if FLAGS.export_base_path else run_dir / "saved_models"
+    version_dir = runs.export_run(run_dir, base_path, FLAGS.model_name or f"{agent_name}-{env_id}")
+    print(f"exported: {version_dir}", flush=True)
 
 
 def run():
-    try:
-        app.run(main, flags_parser=_parse_flags_or_exit)
-    except UsageError as e:
-        print(f"train.py: error: {e}", file=sys.stderr)
-        sys.exit(2)
+    cli.run(main)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterator
 
+import gymnasium as gym
 import numpy as np
 
 from tfrl import envs
@@ -12,10 +13,17 @@ Policy = Callable[[np.ndarray], np.ndarray]  # obs [N, *obs_shape] -> actions [N
 
 
 def evaluate(policy: Policy, env_id: str, num_episodes: int, seed: int, num_envs: int = 8) -> np.ndarray:
-    """Returns of `num_episodes` episodes of `policy`, run on up to `num_envs` envs in parallel.
+    """Returns of `num_episodes` episodes of `policy`, run on up to `num_envs` envs in parallel."""
+    return evaluate_episodes(policy, env_id, num_episodes, seed, num_envs)[0]
+
+
+def evaluate_episodes(policy: Policy, env_id: str, num_episodes: int, seed: int,
+                      num_envs: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """(returns, lengths) of `num_episodes` episodes of `policy`, run on up to `num_envs` envs in parallel.
 
     Each sub-env runs a fixed quota of episodes, so short episodes are not
     over-represented (taking the first N episodes to finish would favour them).
+    Sub-env i is reset with seed + i.
     """
     num_envs = max(1, min(num_envs, num_episodes))
     quota = np.full(num_envs, num_episodes // num_envs)
@@ -24,6 +32,7 @@ def evaluate(policy: Policy, env_id: str, num_episodes: int, seed: int, num_envs
     try:
         obs = env.first_obs
         returns: list[float] = []
+        lengths: list[int] = []
         done_counts = np.zeros(num_envs, dtype=np.int64)
         while (done_counts < quota).any():
             obs, _, terminated, truncated, infos = env.step(policy(np.asarray(obs, dtype=np.float32)))
@@ -33,7 +42,37 @@ def evaluate(policy: Policy, env_id: str, num_episodes: int, seed: int, num_envs
                 for i in np.flatnonzero(done):
                     if done_counts[i] < quota[i]:
                         returns.append(float(episode["r"][i]))
+                        lengths.append(int(episode["l"][i]))
                     done_counts[i] += 1
-        return np.asarray(returns)
+        return np.asarray(returns), np.asarray(lengths)
+    finally:
+        env.close()
+
+
+def render_episode(policy: Policy, env_id: str, seed: int, stats: dict | None = None) -> Iterator[np.ndarray]:
+    """Yields the RGB frames [H, W, 3] uint8 of one greedy episode on an env reset with `seed`.
+
+    That is the first episode of sub-env 0 in `evaluate_episodes(..., seed)` for a
+    deterministic policy and env. Frames are yielded one at a time, so a writer can
+    stream them (an episode of 1000 frames of 400x600 pixels is 720 MB). When the
+    episode ends, `stats` (if given) gets "return" and "length"; it gets the env's
+    "fps" (metadata render_fps) before the first frame.
+    """
+    env = gym.make(envs.resolve_env_id(env_id), render_mode="rgb_array")
+    try:
+        if stats is not None:
+            stats["fps"] = int(env.metadata.get("render_fps") or 30)
+        obs, _ = env.reset(seed=seed)
+        yield env.render()
+        episode_return, length, done = 0.0, 0, False
+        while not done:
+            action = policy(np.asarray(obs, dtype=np.float32)[None])[0]
+            obs, reward, terminated, truncated, _ = env.step(int(action))
+            episode_return += float(reward)
+            length += 1
+            done = terminated or truncated
+            yield env.render()
+        if stats is not None:
+            stats.update({"return": episode_return, "length": length})
     finally:
         env.close()

@@ -1,9 +1,19 @@
-"""Run metrics: one sink for metrics.jsonl, TensorBoard scalars, log lines and the progress bar."""
+"""Run metrics: one sink for metrics.jsonl, TensorBoard scalars, log lines and the progress bar.
+
+A resumed run (tfrl.checkpoints) appends to the same metrics.jsonl and TensorBoard
+directory. Records logged after the checkpoint it resumes from, before the crash,
+are orphans: a {"kind": "resume", "env_step": N} record marks the restart and
+`read_metrics` drops every earlier record with env_step > N. For TensorBoard a
+SessionLog.START event at step N + 1 does the same for TensorBoard's Python loader
+(`tensorboard --load_fast=false`); the default fast loader may show that span twice.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import socket
 import sys
 import time
 
@@ -19,8 +29,20 @@ class MetricsLogger:
     TF summary ops (a few hundred µs each) stay off the per-step path.
     """
 
-    def __init__(self, run_dir: pathlib.Path, total_env_steps: int, progress_bar: bool | None = None):
-        self._jsonl = open(run_dir / "metrics.jsonl", "a", buffering=1)
+    def __init__(self, run_dir: pathlib.Path, total_env_steps: int, progress_bar: bool | None = None,
+                 start_env_step: int = 0):
+        """start_env_step: where training (re)starts; with an existing metrics.jsonl, marks a resume there."""
+        jsonl_path = run_dir / "metrics.jsonl"
+        resumed = jsonl_path.exists() and jsonl_path.stat().st_size > 0
+        self._jsonl = open(jsonl_path, "a", buffering=1)
+        if resumed:
+            with open(jsonl_path, "rb") as f:
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":  # a line cut by the crash: end it, so the marker is a line of its own
+                    self._jsonl.write("\n")
+            self._jsonl.write(json.dumps({"kind": "resume", "env_step": int(start_env_step)}) + "\n")
+            # Before the TF writer exists: its events file must sort after this one.
+            _write_tensorboard_restart(run_dir / "tensorboard", start_env_step + 1)
         self._writer = tf.summary.create_file_writer(str(run_dir / "tensorboard"))
         self._episodes: list[tuple[int, float, int]] = []
         self._start = time.perf_counter()
@@ -32,7 +54,7 @@ class MetricsLogger:
         self._episodes.append((env_step, episode_return, length))
 
     def log(self, kind: str, env_step: int, values: dict[str, float]) -> dict:
-        """kind: "train", "eval" or "final_eval". Returns the record written."""
+        """kind: "train", "eval" or "final_eval" ("resume" is written by the constructor). Returns the record written."""
         record = {"kind": kind, "env_step": int(env_step),
                   "wall_time_s": round(time.perf_counter() - self._start, 3), **values}
         if kind == "train" and self._episodes:
@@ -61,6 +83,43 @@ class MetricsLogger:
     def close(self) -> None:
         self._jsonl.close()
         self._writer.close()
+
+
+def read_metrics(path: pathlib.Path) -> list[dict]:
+    """The records of a metrics.jsonl in order, without the orphans of a resumed run (see the module docstring).
+
+    A truncated last line (the process was killed while writing it) is skipped.
+    """
+    records: list[dict] = []
+    for line in pathlib.Path(path).read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if record.get("kind") == "resume":
+            records = [r for r in records if r["env_step"] <= record["env_step"]]
+        records.append(record)
+    return records
+
+
+def _write_tensorboard_restart(logdir: pathlib.Path, purge_from_step: int) -> None:
+    """An events file holding SessionLog.START at `purge_from_step`: TensorBoard's Python loader then purges
+    the events with step >= purge_from_step read before it. Two STARTs: the loader ignores a run's first one."""
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    logdir.mkdir(parents=True, exist_ok=True)
+    # TensorBoard reads a run's events files in name order: the same second as the TF writer's file
+    # (events.out.tfevents.<time>.<host>...) with "-" after the time sorts first, a later second after.
+    name = f"events.out.tfevents.{int(time.time()):010d}.-restart.{socket.gethostname()}.{os.getpid()}"
+    with open(logdir / name, "wb") as f:
+        writer = RecordWriter(f)
+        now = time.time()
+        writer.write(event_pb2.Event(wall_time=now, file_version="brain.Event:2").SerializeToString())
+        for _ in range(2):
+            start = event_pb2.Event(wall_time=now, step=int(purge_from_step),
+                                    session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START))
+            writer.write(start.SerializeToString())
 
 
 def _fmt(value):

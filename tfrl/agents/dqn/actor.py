@@ -23,6 +23,11 @@ class EpsilonGreedyActor:
         self._num_actions = num_actions
         self._rng = np.random.default_rng(seed)
 
+    @property
+    def rng(self) -> np.random.Generator:
+        """The exploration RNG; its state is checkpointed."""
+        return self._rng
+
     def act(self, obs: np.ndarray, epsilon: float) -> np.ndarray:
         greedy = np.argmax(self._q_values(obs), axis=-1)
         explore = self._rng.random(len(obs)) < epsilon

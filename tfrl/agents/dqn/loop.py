@@ -3,6 +3,13 @@
 TF calls per env step: one train call every `train_freq` env steps (K gradient
 steps inside it); acting runs in NumPy. With the SB3-zoo LunarLander settings
 (train_freq 4, 1 env) that is 0.25 TF calls per env step.
+
+Checkpoints (tfrl.checkpoints) every `checkpoint_interval` env steps and at the
+end hold the learner's variables, the replay buffer, the RNG states and the
+loop's deadlines. A run whose run_dir holds a checkpoint resumes from it with
+the same env step, epsilon and replay content; the envs restart from a fresh
+reset, so episodes in flight at the checkpoint (and their n-step transitions)
+are lost.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import time
 
 import numpy as np
 
-from tfrl import envs, evaluation, networks
+from tfrl import checkpoints, envs, evaluation, networks
 from tfrl.agents.dqn.actor import EpsilonGreedyActor, linear_epsilon
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner
@@ -31,7 +38,7 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
     actor = EpsilonGreedyActor(q_mirror, info.num_actions, seed=seed)
     replay = UniformReplay(config.replay_capacity, info.obs_shape, seed=seed)
     nstep = NStepBuilder(config.n_step, config.gamma, config.num_envs)
-    logger = MetricsLogger(run_dir, config.total_env_steps, progress_bar)
+    checkpointer = checkpoints.Checkpointer(run_dir, learner.checkpoint_items())
 
     obs = env.first_obs
     env_step = 0
@@ -39,8 +46,21 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
     next_target_update_at = config.target_update_period
     next_log_at = config.log_interval
     next_eval_at = config.eval_interval or None
+    next_checkpoint_at = config.checkpoint_interval or None
     train_metrics = {"loss": float("nan"), "q_mean": float("nan")}
-    last_log_time, last_log_step = time.perf_counter(), 0
+    restored = checkpointer.restore_latest()
+    if restored is not None:
+        env_step, state = restored.env_step, restored.loop_state
+        next_train_at, next_target_update_at, next_log_at, next_eval_at, next_checkpoint_at = (
+            state[name] for name in _DEADLINES)
+        train_metrics = state["train_metrics"]
+        checkpoints.set_rng_state(actor.rng, state["actor_rng"])
+        replay.restore_checkpoint_state(restored.arrays, state["replay"])
+        q_mirror.update([v.numpy() for v in learner.online.trainable_variables])
+        obs, _ = env.reset(seed=int(np.random.SeedSequence([seed, env_step]).generate_state(1)[0]))
+        obs = np.array(obs, dtype=np.float32)
+    logger = MetricsLogger(run_dir, config.total_env_steps, progress_bar, start_env_step=env_step)
+    last_log_time, last_log_step = time.perf_counter(), env_step
     try:
         while env_step < config.total_env_steps:
             epsilon = linear_epsilon(env_step, config)
@@ -83,6 +103,12 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
                 logger.log("eval", env_step, {"return_mean": float(returns.mean()),
                                               "return_std": float(returns.std())})
                 next_eval_at = _next_deadline(next_eval_at, env_step, config.eval_interval)
+            if next_checkpoint_at is not None and env_step >= next_checkpoint_at:
+                next_checkpoint_at = _next_deadline(next_checkpoint_at, env_step, config.checkpoint_interval)
+                _save_checkpoint(checkpointer, env_step, (next_train_at, next_target_update_at, next_log_at,
+                                                          next_eval_at, next_checkpoint_at), train_metrics, actor, replay)
+        _save_checkpoint(checkpointer, env_step, (next_train_at, next_target_update_at, next_log_at, next_eval_at,
+                                                  next_checkpoint_at), train_metrics, actor, replay)
         returns = evaluation.evaluate(actor.greedy, env_id, config.final_eval_episodes, seed=seed + 20_000)
         return logger.log("final_eval", env_step, {
             "return_mean": float(returns.mean()), "return_std": float(returns.std()),
@@ -90,6 +116,17 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
     finally:
         env.close()
         logger.close()
+
+
+_DEADLINES = ("next_train_at", "next_target_update_at", "next_log_at", "next_eval_at", "next_checkpoint_at")
+
+
+def _save_checkpoint(checkpointer, env_step, deadlines, train_metrics, actor, replay) -> None:
+    """All the loop needs to continue from env_step, except n-step transitions in flight (see the module docstring)."""
+    replay_arrays, replay_state = replay.checkpoint_state()
+    checkpointer.save(env_step, {**dict(zip(_DEADLINES, deadlines)), "train_metrics": train_metrics,
+                                 "actor_rng": checkpoints.rng_state(actor.rng), "replay": replay_state},
+                      replay_arrays)
 
 
 def _next_deadline(deadline: int, now: int, period: int) -> int:

@@ -1,0 +1,110 @@
+"""Run a trained greedy policy: N episodes, mean +/- std of return and length, optionally a video.
+
+    python scripts/evaluate.py --saved_model=runs/.../saved_models/dqn-CartPole-v1/1 --episodes=20
+    python scripts/evaluate.py --run_dir=runs/dqn-CartPole-v1-s0-... [--checkpoint=N] --video=cartpole.gif
+
+--saved_model needs only TensorFlow and the SavedModel (tfrl.serving; the env id
+comes from assets.extra/tfrl_metadata.json, or --env); --run_dir rebuilds the
+agent's network and loads a training checkpoint. --video records one episode:
+the env reset with --seed, i.e. the first episode of the evaluation's env 0. GIF
+or MP4, through imageio (pip install 'tfrl[video]'); GIFs get half the resolution
+and half the frame rate, to stay small.
+"""
+
+from __future__ import annotations
+
+import itertools
+import pathlib
+
+from absl import flags
+
+from tfrl import cli  # no TensorFlow yet: bad input is reported at once
+from tfrl.errors import UsageError
+
+flags.DEFINE_string("saved_model", None, "An exported SavedModel version directory (.../<model_name>/<version>).")
+flags.DEFINE_string("run_dir", None, "A training run directory; one of its checkpoints is evaluated.")
+flags.DEFINE_integer("checkpoint", None, "With --run_dir: checkpoint number (ckpt-N); default the newest loadable one.")
+flags.DEFINE_string("env", None, "Environment id; default: the one the policy was trained on.")
+flags.DEFINE_integer("episodes", 10, "Number of greedy episodes.")
+flags.DEFINE_integer("seed", 0, "Seed of the evaluation envs (env i is reset with seed + i).")
+flags.DEFINE_integer("num_envs", 8, "Envs run in parallel (each runs an equal share of the episodes).")
+flags.DEFINE_string("video", None, "Record one episode to this file: .gif or .mp4 (needs pip install 'tfrl[video]').")
+
+FLAGS = flags.FLAGS
+VIDEO_SUFFIXES = (".gif", ".mp4")
+
+
+def check_flags() -> pathlib.Path | None:
+    """Every check that needs no TensorFlow; returns the video path, if any."""
+    if bool(FLAGS.saved_model) == bool(FLAGS.run_dir):
+        raise UsageError("give exactly one of --saved_model=DIR and --run_dir=DIR")
+    if FLAGS.checkpoint is not None and not FLAGS.run_dir:
+        raise UsageError("--checkpoint needs --run_dir")
+    for flag in ("saved_model", "run_dir"):
+        if FLAGS[flag].value and not pathlib.Path(FLAGS[flag].value).is_dir():
+            raise UsageError(f"--{flag}: directory {FLAGS[flag].value} does not exist")
+    if FLAGS.episodes < 1:
+        raise UsageError(f"--episodes must be >= 1, got {FLAGS.episodes}")
+    if FLAGS.num_envs < 1:
+        raise UsageError(f"--num_envs must be >= 1, got {FLAGS.num_envs}")
+    if not FLAGS.video:
+        return None
+    video = pathlib.Path(FLAGS.video)
+    if video.suffix.lower() not in VIDEO_SUFFIXES:
+        raise UsageError(f"--video: {video} must end in {' or '.join(VIDEO_SUFFIXES)}")
+    if not video.parent.is_dir():
+        raise UsageError(f"--video: directory {video.parent} does not exist")
+    cli.require_extra("imageio.v2", "video", "--video")
+    if video.suffix.lower() == ".mp4":
+        cli.require_extra("imageio_ffmpeg", "video", "--video=*.mp4")
+    return video
+
+
+def write_video(frames, fps: int, path: pathlib.Path) -> None:
+    """Streams `frames` (RGB uint8 [H, W, 3]) into a GIF or MP4 with imageio."""
+    imageio = cli.require_extra("imageio.v2", "video", "--video")
+    if path.suffix.lower() == ".mp4":
+        # Frames of gymnasium's classic-control and box2d envs are 400x600: 8x8 macro blocks fit without resizing.
+        writer, stride = imageio.get_writer(path, fps=fps, macro_block_size=8), 1
+    else:
+        # Every 2nd frame at half size; GIF delays are in ms, and browsers slow down those under 20 ms.
+        writer, stride = imageio.get_writer(path, mode="I", duration=round(2000 / fps), loop=0), 2
+    try:
+        for i, frame in enumerate(frames):
+            if i % stride == 0:
+                writer.append_data(frame if stride == 1 else frame[::2, ::2])
+    finally:
+        writer.close()
+
+
+def main(argv):
+    cli.no_extra_args(argv)
+    video = check_flags()
+    from tfrl import evaluation, runs, serving  # imports TensorFlow (seconds): after the checks above
+
+    if FLAGS.saved_model:
+        served = serving.load(pathlib.Path(FLAGS.saved_model))
+        policy, env_id = served.policy, (served.metadata or {}).get("env_id")
+    else:
+        loaded = runs.load_policy(pathlib.Path(FLAGS.run_dir), FLAGS.checkpoint)
+        policy, env_id = serving.traced_policy(loaded.policy.outputs, loaded.env.obs_shape), loaded.run_config.env_id
+        print(f"checkpoint {loaded.checkpoint} of {FLAGS.run_dir} (trained {loaded.env_step} env steps)", flush=True)
+    env_id = FLAGS.env or env_id
+    if not env_id:
+        raise UsageError(f"{FLAGS.saved_model} has no tfrl metadata naming its env; pass --env")
+
+    returns, lengths = evaluation.evaluate_episodes(policy, env_id, FLAGS.episodes, FLAGS.seed, FLAGS.num_envs)
+    print(f"{len(returns)} episodes of {env_id} (seed {FLAGS.seed}): "
+          f"return {returns.mean():.2f} +/- {returns.std():.2f}, "
+          f"length {lengths.mean():.1f} +/- {lengths.std():.1f}", flush=True)
+    if video is not None:
+        stats: dict = {}
+        frames = evaluation.render_episode(policy, env_id, FLAGS.seed, stats)
+        first = next(frames)  # the env exists now: stats["fps"] is set
+        write_video(itertools.chain([first], frames), stats["fps"], video)
+        print(f"video: {video} (one episode, seed {FLAGS.seed}: return {stats['return']:.2f}, "
+              f"length {stats['length']})", flush=True)
+
+
+if __name__ == "__main__":
+    cli.run(main)

@@ -1,0 +1,322 @@
+"""Tests for tfrl.checkpoints: bitwise round trip, crash consistency, and SIGKILL + resume of scripts/train.py.
+
+The in-process tests build a DQNLearner with a LossScaleOptimizer (a Runtime whose
+options say mixed_float16, never applied: the networks stay float32, but the
+optimizer carries the loss-scale state that must survive a checkpoint).
+"""
+
+import json
+import logging
+import os
+import pathlib
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfrl import checkpoints
+from tfrl.agents.dqn.config import DQNConfig
+from tfrl.agents.dqn.learning import DQNLearner
+from tfrl.checkpoints import Checkpointer, CheckpointError
+from tfrl.envs import EnvInfo
+from tfrl.metrics import read_metrics
+from tfrl.replay import UniformReplay
+from tfrl.runtime import Runtime, RuntimeOptions
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+TRAIN = str(REPO_ROOT / "scripts" / "train.py")
+INFO = EnvInfo(env_id="CartPole-v1", obs_shape=(4,), num_actions=2)
+
+
+def _learner() -> DQNLearner:
+    config = DQNConfig(hidden_sizes=(16, 16), batch_size=8, replay_capacity=64)
+    runtime = Runtime(options=RuntimeOptions(mixed_precision="mixed_float16"), device_name="/device:CPU:0")
+    return DQNLearner(config, INFO, runtime)
+
+
+def _batch(rng, k=2, b=8):
+    return {"obs": rng.normal(size=(k, b, 4)).astype(np.float32), "action": rng.integers(0, 2, (k, b), dtype=np.int32),
+            "reward": rng.normal(size=(k, b)).astype(np.float32), "discount": np.full((k, b), 0.99, np.float32),
+            "next_obs": rng.normal(size=(k, b, 4)).astype(np.float32)}
+
+
+def _filled_replay(seed: int) -> UniformReplay:
+    rng = np.random.default_rng(seed)
+    replay = UniformReplay(capacity=64, obs_shape=(4,), seed=seed)
+    for _ in range(10):  # 100 transitions into 64 slots: the ring has wrapped, cursor = 36
+        replay.add(rng.normal(size=(10, 4)), rng.integers(0, 2, 10), rng.normal(size=10), np.full(10, 0.99),
+                   rng.normal(size=(10, 4)))
+    replay.sample(8, 3)  # advance the sampling RNG
+    return replay
+
+
+def _all_variables(learner: DQNLearner) -> dict[str, np.ndarray]:
+    """By position and name without the model prefix (Keras numbers the models of one process: q_network_1, ...)."""
+    named = {f"online/{i}/{v.name}": v for i, v in enumerate(learner.online.weights)}
+    named.update({f"target/{i}/{v.name}": v for i, v in enumerate(learner.target.weights)})
+    named.update({f"optimizer/{i}/{v.name}": v for i, v in enumerate(learner.optimizer.variables)})
+    named["gradient_steps"] = learner.gradient_steps
+    return {name: np.array(v.numpy()) for name, v in named.items()}
+
+
+def _save(checkpointer: Checkpointer, env_step: int, replay: UniformReplay, actor_rng: np.random.Generator) -> int:
+    arrays, replay_state = replay.checkpoint_state()
+    return checkpointer.save(env_step, {"replay": replay_state, "actor_rng": checkpoints.rng_state(actor_rng),
+                                        "note": "x", "nan": float("nan")}, arrays)
+
+
+def test_round_trip_restores_weights_optimizer_slots_loss_scale_replay_and_rngs_bitwise(tmp_path):
+    rng = np.random.default_rng(0)
+    learner = _learner()
+    for _ in range(3):
+        learner.train(_batch(rng), update_target=True)
+    assert isinstance(learner.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert int(learner.optimizer.step_counter.numpy()) == 6  # 3 calls x K=2 finite steps: the loss-scale state
+    replay = _filled_replay(seed=1)
+    actor_rng = np.random.default_rng(2)
+    actor_rng.random(5)
+    number = _save(Checkpointer(tmp_path, learner.checkpoint_items()), 1234, replay, actor_rng)
+
+    fresh = _learner()
+    saved, before = _all_variables(learner), _all_variables(fresh)
+    assert saved.keys() == before.keys()
+    for slot in ("momentum", "velocity", "dynamic_scale", "step_counter", "iteration"):  # Adam slots, loss scale
+        assert any(slot in name for name in saved), slot
+    assert not all(np.array_equal(saved[k], before[k]) for k in saved)  # restoring has something to do
+    restored = Checkpointer(tmp_path, fresh.checkpoint_items()).restore_latest()
+    assert (restored.number, restored.env_step) == (number, 1234)
+    after = _all_variables(fresh)
+    for name in saved:
+        assert np.array_equal(after[name], saved[name]), name
+    assert restored.loop_state["note"] == "x" and np.isnan(restored.loop_state["nan"])
+
+    fresh_replay = UniformReplay(capacity=64, obs_shape=(4,), seed=99)
+    fresh_replay.restore_checkpoint_state(restored.arrays, restored.loop_state["replay"])
+    for name in ("obs", "action", "reward", "discount", "next_obs"):
+        assert np.array_equal(getattr(fresh_replay, name), getattr(replay, name)), name
+    assert (fresh_replay.size, fresh_replay.cursor) == (replay.size, replay.cursor) == (64, 36)
+    fresh_rng = np.random.default_rng(7)
+    checkpoints.set_rng_state(fresh_rng, restored.loop_state["actor_rng"])
+    assert np.array_equal(fresh_rng.random(4), actor_rng.random(4))
+
+
+def test_restored_replay_samples_the_same_batches(tmp_path):
+    replay = _filled_replay(seed=3)
+    arrays, state = replay.checkpoint_state()
+    Checkpointer(tmp_path, {}).save(1, {"replay": state}, arrays)
+    restored = Checkpointer(tmp_path, {}).restore_latest()
+    copy = UniformReplay(capacity=64, obs_shape=(4,), seed=0)
+    copy.restore_checkpoint_state(restored.arrays, restored.loop_state["replay"])
+    expected, got = replay.sample(8, 3), copy.sample(8, 3)
+    for name in expected:
+        assert np.array_equal(expected[name], got[name]), name
+
+
+def _two_checkpoints(tmp_path):
+    """Checkpoints 1 and 2 of one network whose weights differ between them; returns (network, weights at 1)."""
+    net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    step = tf.Variable(0, dtype=tf.int64)
+    checkpointer = Checkpointer(tmp_path, {"net": net, "step": step})
+    weights_1 = [w.copy() for w in net.get_weights()]
+    step.assign(1)
+    assert checkpointer.save(100, {"at": 100}, {"a": np.arange(5)}) == 1
+    net.set_weights([w + 1.0 for w in weights_1])
+    step.assign(2)
+    assert checkpointer.save(200, {"at": 200}, {"a": np.arange(6)}) == 2
+    return net, step, weights_1
+
+
+_TF_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\)|[IWE]0000 00:00:|"
+                       r"To enable the following instructions:)")
+
+
+def _without_tf_noise(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not _TF_NOISE.match(line))
+
+
+def _truncate(path: pathlib.Path) -> None:
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) // 2)
+
+
+@pytest.mark.parametrize("damage, bad_file", [
+    (lambda d: _truncate(d / "ckpt-2.data-00000-of-00001"), "ckpt-2.data-00000-of-00001"),
+    (lambda d: _truncate(d / "ckpt-2.index"), "ckpt-2.index"),
+    (lambda d: (d / "ckpt-2.index").unlink(), "ckpt-2.index"),
+    (lambda d: _truncate(d / "ckpt-2.npz"), "ckpt-2.npz"),
+    (lambda d: (d / "ckpt-2.json").write_text('{"env_step": 2'), "ckpt-2.json"),
+], ids=["truncated-data", "truncated-index", "missing-index", "truncated-npz", "cut-json"])
+def test_a_damaged_checkpoint_is_reported_and_the_previous_one_is_used(tmp_path, caplog, damage, bad_file):
+    net, step, weights_1 = _two_checkpoints(tmp_path)
+    damage(tmp_path / "checkpoints")
+    step.assign(-1)
+    with caplog.at_level(logging.WARNING):
+        restored = Checkpointer(tmp_path, {"net": net, "step": step}).restore_latest()
+    assert (restored.number, restored.env_step, restored.loop_state) == (1, 100, {"at": 100})
+    assert np.array_equal(restored.arrays["a"], np.arange(5))
+    assert int(step.numpy()) == 1
+    for got, want in zip(net.get_weights(), weights_1):
+        assert np.array_equal(got, want)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("checkpoint 2 is unusable" in w and bad_file in w for w in warnings), warnings
+
+
+def test_an_explicitly_requested_damaged_or_missing_checkpoint_is_an_error(tmp_path):
+    net, step, _ = _two_checkpoints(tmp_path)
+    _truncate(tmp_path / "checkpoints" / "ckpt-2.data-00000-of-00001")
+    checkpointer = Checkpointer(tmp_path, {"net": net, "step": step})
+    with pytest.raises(CheckpointError, match="checkpoint 2 is unusable: .*ckpt-2.data-00000-of-00001"):
+        checkpointer.restore(2)
+    with pytest.raises(CheckpointError, match=r"checkpoint 7 does not exist .*available: 1, 2"):
+        checkpointer.restore(7)
+    assert checkpointer.restore(1).env_step == 100
+
+
+def test_all_checkpoints_damaged_is_an_error_not_a_fresh_start(tmp_path):
+    net, step, _ = _two_checkpoints(tmp_path)
+    for n in (1, 2):
+        _truncate(tmp_path / "checkpoints" / f"ckpt-{n}.index")
+    with pytest.raises(CheckpointError, match=r"none of the checkpoints \[1, 2\]"):
+        Checkpointer(tmp_path, {"net": net, "step": step}).restore_latest()
+
+
+def test_a_save_killed_before_the_tf_commit_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    net, step, _ = _two_checkpoints(tmp_path)
+    directory = tmp_path / "checkpoints"
+
+    def killed(self, *args, **kwargs):  # the process "dies" after writing ckpt-3.npz and ckpt-3.json
+        raise KeyboardInterrupt
+
+    checkpointer = Checkpointer(tmp_path, {"net": net, "step": step})
+    with monkeypatch.context() as m:
+        m.setattr(tf.train.CheckpointManager, "save", killed)
+        with pytest.raises(KeyboardInterrupt):
+            checkpointer.save(300, {"at": 300}, {"a": np.arange(7)})
+    assert (directory / "ckpt-3.json").exists() and (directory / "ckpt-3.npz").exists()
+    assert Checkpointer(tmp_path, {"net": net, "step": step}).restore_latest().number == 2  # ckpt-3 is not listed
+
+    # The next save never reuses an orphan's number, and sweeps the orphan away.
+    assert Checkpointer(tmp_path, {"net": net, "step": step}).save(400, {"at": 400}) == 4
+    assert not list(directory.glob("ckpt-3*"))
+
+
+def test_only_the_newest_keep_checkpoints_remain_with_their_side_files(tmp_path):
+    checkpointer = Checkpointer(tmp_path, {"v": tf.Variable(1.0)}, keep=3)
+    for env_step in range(1, 6):
+        checkpointer.save(env_step * 10, {}, {"a": np.zeros(2)})
+    assert checkpointer.numbers() == [5, 4, 3]
+    names = {p.name.split(".")[0] for p in (tmp_path / "checkpoints").iterdir() if p.name != "checkpoint"}
+    assert names == {"ckpt-3", "ckpt-4", "ckpt-5"}
+    assert checkpointer.save(50, {}) == 5  # same env step as the last save: nothing new is written
+
+
+# --- scripts/train.py killed with SIGKILL and resumed ------------------------------------
+
+TOTAL_ENV_STEPS = 3000
+TINY_HP = [f"total_env_steps={TOTAL_ENV_STEPS}", "checkpoint_interval=500", "hidden_sizes=16,16",
+           "replay_capacity=1000", "batch_size=32", "learning_starts=64", "train_freq=4", "gradient_steps=1",
+           "target_update_period=100", "eval_interval=1000", "eval_episodes=2", "final_eval_episodes=3",
+           "log_interval=500"]
+
+
+class _Run:
+    """A scripts/train.py subprocess with its output in files (no pipe to fill up)."""
+
+    def __init__(self, args, tmp_path: pathlib.Path, name: str):
+        self.stdout_path, self.stderr_path = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+        with open(self.stdout_path, "w") as out, open(self.stderr_path, "w") as err:
+            self.process = subprocess.Popen([sys.executable, TRAIN, *args], stdout=out, stderr=err, env=env,
+                                            cwd=tmp_path)
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+    def wait_for(self, condition, what: str, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if self.process.poll() is not None:
+                pytest.fail(f"train.py exited ({self.process.returncode}) before {what}:\n{self.stderr()[-3000:]}")
+            if time.monotonic() > deadline:
+                self.kill()
+                pytest.fail(f"timed out waiting for {what}:\n{self.stderr()[-3000:]}")
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+
+def test_train_killed_with_sigkill_resumes_and_finishes(tmp_path):
+    run_dir = tmp_path / "run"
+    train_args = ["--agent=dqn", "--env=CartPole-v1", "--preset=none", "--seed=3", f"--run_dir={run_dir}",
+                  *[f"--hp={hp}" for hp in TINY_HP]]
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+
+    def latest() -> int:
+        return checkpoints.latest_checkpoint_number(run_dir) or 0
+
+    def logs() -> str:  # for failure messages: the runs' stderr and the metrics records
+        text = "".join(f"--- {p.name}\n{_without_tf_noise(p.read_text())[-2500:]}\n"
+                       for p in sorted(tmp_path.glob("*.err")))
+        metrics = run_dir / "metrics.jsonl"
+        return text + ("--- metrics.jsonl\n" + metrics.read_text()[-4000:] if metrics.exists() else "")
+
+    # 1. Killed right after its first checkpoint. Meanwhile (once config.json exists), another config in the
+    #    same run dir is refused with one line and exit code 2.
+    run = _Run(train_args, tmp_path, "1")
+    run.wait_for(lambda: (run_dir / "config.json").exists(), "config.json")
+    other = subprocess.Popen([sys.executable, TRAIN, *train_args, "--hp=learning_rate=0.5"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    run.wait_for(lambda: latest() >= 1, "the first checkpoint")
+    run.kill()
+    first = latest()
+    _, other_stderr = other.communicate(timeout=120)
+    assert other.returncode == 2, other_stderr[-2000:] + logs()
+    error = other_stderr.strip().splitlines()[-1]
+    assert error.startswith(f"train.py: error: --run_dir {run_dir} holds a run with a different config")
+    assert "hparams.learning_rate: 0.5 != 0.00063" in error and "Traceback" not in other_stderr
+
+    # 2. The same command resumes (the run dir holds this config); killed at a random moment after it has
+    #    written a checkpoint of its own: maybe while training, evaluating, or writing the next checkpoint.
+    run = _Run(train_args, tmp_path, "2")
+    run.wait_for(lambda: latest() > first, "a checkpoint after the resume")
+    delay = random.Random().uniform(0.0, 2.0)
+    time.sleep(delay)
+    run.kill()
+    assert f"restored checkpoint {first}" in run.stderr(), logs()
+
+    # 3. The newest checkpoint is damaged: --resume reports it, falls back to the previous one, and finishes.
+    newest = latest()
+    _truncate(run_dir / "checkpoints" / f"ckpt-{newest}.data-00000-of-00001")
+    run = _Run(["--resume", f"--run_dir={run_dir}"], tmp_path, "3")
+    context = f"run 2 was killed {delay:.2f} s after checkpoint {first + 1}; checkpoint {newest} damaged\n"
+    assert run.process.wait(timeout=120) == 0, context + logs()
+    stderr = run.stderr()
+    assert f"checkpoint {newest} is unusable" in stderr and f"ckpt-{newest}.data-00000-of-00001" in stderr, \
+        context + logs()
+    assert "final evaluation: env=CartPole-v1" in run.stdout_path.read_text()
+
+    records = read_metrics(run_dir / "metrics.jsonl")
+    assert sum(r["kind"] == "resume" for r in records) == 2, context + logs()
+    final = [r for r in records if r["kind"] == "final_eval"]
+    assert final and final[-1]["env_step"] == TOTAL_ENV_STEPS, context + logs()
+    train_steps = [r["env_step"] for r in records if r["kind"] == "train"]
+    assert train_steps == list(range(500, TOTAL_ENV_STEPS + 1, 500)), context + logs()  # no orphans, no gaps
+    assert [r["env_step"] for r in records if r["kind"] == "eval"] == list(range(1000, TOTAL_ENV_STEPS + 1, 1000)), \
+        context + logs()
+    assert json.loads((run_dir / "config.json").read_text())["hparams"]["checkpoint_interval"] == 500
+
+    model_dir = run_dir / "saved_models" / "dqn-CartPole-v1"
+    version = max(int(p.name) for p in model_dir.iterdir() if p.name.isdigit())
+    serving = tf.saved_model.load(str(model_dir / str(version))).signatures["serving_default"]
+    outputs = serving(observation=tf.zeros([3, 4]))
+    assert outputs["action"].dtype == tf.int64 and outputs["action"].shape == (3,)

@@ -1,0 +1,35 @@
+"""The DQN policy that is exported and evaluated: greedy over the online Q-network, no exploration.
+
+tfrl.runs finds this module by the convention `tfrl.agents.<agent>.policy` and
+calls `serving_policy(config, env)`; an agent without such a module cannot be
+exported or evaluated from a checkpoint.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tfrl import networks
+from tfrl.agents.dqn.config import DQNConfig
+from tfrl.envs import EnvInfo
+from tfrl.export import ServingPolicy
+
+
+def greedy_outputs(q_network):
+    """observation [B, *obs_shape] -> {"action": argmax_a Q(s, a) int64 [B], "q_values": Q(s, .) float32 [B, A]}."""
+
+    def outputs(observation):
+        q_values = q_network(observation, training=False)  # [B, A], float32 under every precision policy
+        return {"action": tf.argmax(q_values, axis=-1, output_type=tf.int64), "q_values": q_values}
+
+    return outputs
+
+
+def serving_policy(config: DQNConfig, env: EnvInfo, q_network=None) -> ServingPolicy:
+    """The greedy policy of `q_network`, or of a fresh online network to restore from a training checkpoint.
+
+    "online" is the key of the online network in DQNLearner.checkpoint_items().
+    """
+    if q_network is None:
+        q_network = networks.q_network(env.obs_shape, env.num_actions, config.hidden_sizes, config.dueling)
+    return ServingPolicy(model=q_network, outputs=greedy_outputs(q_network), checkpoint_items={"online": q_network})

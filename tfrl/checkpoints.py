@@ -1,0 +1,288 @@
+"""Training checkpoints that survive a crash: TF state, loop state and arrays, complete or absent.
+
+A checkpoint number N in `<run_dir>/checkpoints/` is three things:
+    ckpt-N.index, ckpt-N.data-*   tf.train.Checkpoint of the trackables (networks, optimizer with its
+                                  slots and loss scale, step variables), written by tf.train.CheckpointManager
+    ckpt-N.json                   env step, the loop's JSON state (deadlines, RNG states, ...), array manifest
+    ckpt-N.npz                    the arrays (e.g. the replay buffer), compressed, allow_pickle=False
+
+Commit order, so that a process killed with SIGKILL at any moment leaves the
+previous checkpoint intact and loadable:
+    1. ckpt-N.npz, then ckpt-N.json: each written to a temp name, fsync'd, os.replace'd into place;
+    2. the TF files (TF writes them under ckpt-N_temp/ and merges them into place);
+    3. the `checkpoint` state file (atomically rewritten by TF): only now is N listed.
+So every checkpoint listed in the state file has its JSON and arrays. A crash
+before step 3 leaves unlisted files, which are ignored and swept by the next save.
+Only the newest `keep` checkpoints are kept.
+
+Restoring validates a checkpoint fully before assigning anything (every tensor
+of the TF files is read, which checks TF's CRCs; the npz's members are read,
+which checks zip CRCs); a corrupt or truncated one is reported with an absl
+warning naming the file, and the previous one is tried.
+
+Numbers are sequential (1, 2, ...); a new checkpoint always gets a number above
+every number on disk, so it never overwrites an older (maybe corrupt) one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import re
+import shutil
+import time
+from typing import Any, Mapping, NamedTuple
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from tfrl.errors import UsageError
+
+KEEP_CHECKPOINTS = 3  # newest checkpoints kept; older ones are deleted after each save
+CHECKPOINT_DIR = "checkpoints"  # inside the run dir
+_PREFIX = "ckpt"
+_FORMAT_VERSION = 1
+_NUMBER = re.compile(rf"{_PREFIX}-(\d+)(?:\.|_temp$)")
+
+
+class CheckpointError(UsageError):
+    """A requested checkpoint does not exist, or no listed checkpoint can be loaded."""
+
+
+class Restored(NamedTuple):
+    env_step: int
+    loop_state: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+    number: int  # the checkpoint number N (ckpt-N)
+
+
+class _Unusable(Exception):
+    """One checkpoint cannot be loaded; `path` is the file at fault."""
+
+    def __init__(self, path: pathlib.Path, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+
+
+def rng_state(generator: np.random.Generator) -> dict:
+    """A NumPy Generator's bit_generator.state, JSON-serializable (Python ints are unbounded)."""
+    return generator.bit_generator.state
+
+
+def set_rng_state(generator: np.random.Generator, state: dict) -> None:
+    generator.bit_generator.state = state
+
+
+class Checkpointer:
+    """Saves and restores the checkpoints of one run directory.
+
+    trackables: name -> TF trackable (Keras model, optimizer, tf.Variable), as a
+      tf.train.Checkpoint takes them. Restoring into a subset of the saved names is
+      allowed (e.g. only the online network, for export).
+    """
+
+    def __init__(self, run_dir: pathlib.Path, trackables: Mapping[str, Any], keep: int = KEEP_CHECKPOINTS):
+        self.directory = pathlib.Path(run_dir) / CHECKPOINT_DIR
+        self._checkpoint = tf.train.Checkpoint(**trackables)
+        self._keep = keep
+        self._manager = None  # created at the first save: reading needs none, and it creates the directory
+        self._last: tuple[int, int] | None = None  # (env step, number) of the last save or restore
+
+    # ---- listing -------------------------------------------------------------
+
+    def numbers(self) -> list[int]:
+        """Numbers of the committed checkpoints (listed in the state file), newest first."""
+        return _listed_numbers(self.directory)
+
+    def _numbers_on_disk(self) -> set[int]:
+        if not self.directory.exists():
+            return set()
+        return {int(m.group(1)) for p in self.directory.iterdir() if (m := _NUMBER.match(p.name))}
+
+    def _paths(self, number: int) -> tuple[pathlib.Path, pathlib.Path, pathlib.Path]:
+        """(TF prefix, JSON, npz) of checkpoint `number`."""
+        stem = self.directory / f"{_PREFIX}-{number}"
+        return stem, stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".npz")
+
+    # ---- saving --------------------------------------------------------------
+
+    def save(self, env_step: int, loop_state: Mapping[str, Any], arrays: Mapping[str, np.ndarray] | None = None) -> int:
+        """Writes checkpoint N (see the module docstring for the order) and returns N.
+
+        A second save at the env step of the last save or restore writes nothing and
+        returns that checkpoint's number (the final save of a run that ends right on
+        a periodic checkpoint, or of a resumed run that had nothing left to do).
+        """
+        if self._last is not None and self._last[0] == env_step and self._last[1] in self.numbers():
+            return self._last[1]
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if self._manager is None:
+            self._manager = tf.train.CheckpointManager(self._checkpoint, str(self.directory), max_to_keep=self._keep,
+                                                       checkpoint_name=_PREFIX)
+        number = max(self._numbers_on_disk() | {0}) + 1
+        prefix, json_path, npz_path = self._paths(number)
+        arrays = {name: np.asarray(value) for name, value in (arrays or {}).items()}
+        manifest = {name: {"shape": list(a.shape), "dtype": a.dtype.str} for name, a in arrays.items()}
+        if arrays:
+            _atomic_write(npz_path, lambda f: np.savez_compressed(f, **arrays))
+        record = {"format": _FORMAT_VERSION, "checkpoint_number": number, "env_step": int(env_step),
+                  "saved_at": time.time(), "arrays": manifest, "loop_state": dict(loop_state)}
+        _atomic_write(json_path, lambda f: f.write(json.dumps(record).encode()))
+        self._manager.save(checkpoint_number=number)  # TF files, then the state file: the commit point
+        self._last = (int(env_step), number)
+        self._sweep()
+        logging.info("checkpoint %d saved at env step %d: %s", number, env_step, prefix)
+        return number
+
+    def _sweep(self) -> None:
+        """Deletes every file or temp dir of a checkpoint number that the state file no longer lists."""
+        listed = set(self.numbers())
+        for path in self.directory.iterdir():
+            match = _NUMBER.match(path.name)
+            if match is None or int(match.group(1)) in listed:
+                continue
+            with contextlib.suppress(OSError):
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+    # ---- restoring -----------------------------------------------------------
+
+    def restore_latest(self, load_arrays: bool = True) -> Restored | None:
+        """Restores the newest loadable checkpoint; None if there is none at all.
+
+        A corrupt or truncated checkpoint is skipped with a warning naming the file.
+        Raises CheckpointError if checkpoints are listed but none of them loads: a
+        run must not silently start over.
+        """
+        numbers = self.numbers()
+        if not numbers:
+            return None
+        for i, number in enumerate(numbers):
+            try:
+                return self._restore(number, load_arrays)
+            except _Unusable as e:
+                fallback = f"using checkpoint {numbers[i + 1]} instead" if i + 1 < len(numbers) else "no older checkpoint"
+                logging.warning("checkpoint %d is unusable: %s; %s", number, e, fallback)
+        raise CheckpointError(f"none of the checkpoints {sorted(numbers)} in {self.directory} can be loaded "
+                              "(see the warnings above)")
+
+    def restore(self, number: int, load_arrays: bool = True) -> Restored:
+        """Restores checkpoint `number`; CheckpointError if it is not listed or cannot be loaded."""
+        numbers = self.numbers()
+        if number not in numbers:
+            available = ", ".join(map(str, sorted(numbers))) or "none"
+            raise CheckpointError(f"checkpoint {number} does not exist in {self.directory} (available: {available})")
+        try:
+            return self._restore(number, load_arrays)
+        except _Unusable as e:
+            raise CheckpointError(f"checkpoint {number} is unusable: {e}") from None
+
+    def _restore(self, number: int, load_arrays: bool) -> Restored:
+        prefix, json_path, npz_path = self._paths(number)
+        # 1. Validate everything before assigning any variable.
+        try:
+            record = json.loads(json_path.read_text())
+            env_step, loop_state, manifest = int(record["env_step"]), record["loop_state"], record["arrays"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise _Unusable(json_path, f"cannot read the loop state ({type(e).__name__}: {e})") from None
+        if record.get("checkpoint_number") != number:
+            raise _Unusable(json_path, f"belongs to checkpoint {record.get('checkpoint_number')}, not {number}")
+        arrays = _read_arrays(npz_path, manifest) if (manifest and load_arrays) else {}
+        _validate_tf_files(prefix)
+        # 2. Assign.
+        try:
+            status = self._checkpoint.read(str(prefix))
+            status.assert_existing_objects_matched()
+            status.expect_partial()  # restoring a subset (e.g. only the online network) is allowed
+        except AssertionError as e:
+            raise _Unusable(prefix.with_name(prefix.name + ".index"),
+                            f"does not match the objects being restored (a different network or optimizer?): {e}") from None
+        self._last = (env_step, number)
+        logging.info("restored checkpoint %d (env step %d) from %s", number, env_step, prefix)
+        return Restored(env_step=env_step, loop_state=loop_state, arrays=arrays, number=number)
+
+
+def _read_arrays(npz_path: pathlib.Path, manifest: Mapping[str, Mapping]) -> dict[str, np.ndarray]:
+    try:
+        with np.load(npz_path, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}  # reads every member: checks the zip CRCs
+    except Exception as e:  # noqa: BLE001 - zipfile, zlib, OSError, ValueError, EOFError all mean "broken"
+        raise _Unusable(npz_path, f"cannot read the arrays ({type(e).__name__}: {e})") from None
+    for name, spec in manifest.items():
+        a = arrays.get(name)
+        if a is None or list(a.shape) != spec["shape"] or a.dtype.str != spec["dtype"]:
+            raise _Unusable(npz_path, f"array {name!r} is missing or differs from the manifest {spec}")
+    return arrays
+
+
+def _validate_tf_files(prefix: pathlib.Path) -> None:
+    """Reads every saved tensor, so a truncated or corrupt TF file fails here and not halfway through a restore."""
+    index = prefix.with_name(prefix.name + ".index")
+    if not index.exists():
+        raise _Unusable(index, "missing")
+    try:
+        reader = tf.train.load_checkpoint(str(prefix))
+    except Exception as e:  # noqa: BLE001 - tf.errors.*, IndexError for short reads
+        raise _Unusable(index, f"cannot read the TF checkpoint index ({type(e).__name__}: {e})") from None
+    for key in reader.get_variable_to_shape_map():
+        try:
+            reader.get_tensor(key)
+        except Exception as e:  # noqa: BLE001
+            data_files = sorted(prefix.parent.glob(prefix.name + ".data-*")) or [prefix]
+            raise _Unusable(data_files[0], f"cannot read tensor {key!r} ({type(e).__name__}: {e})") from None
+
+
+def _atomic_write(path: pathlib.Path, write) -> None:
+    """write(file) into a temp file beside `path`, fsync, then os.replace: `path` is the old or the new file, never half."""
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: pathlib.Path) -> None:
+    """Makes a rename durable across a power loss (SIGKILL alone cannot lose it)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _listed_numbers(directory: pathlib.Path) -> list[int]:
+    """Checkpoint numbers listed in directory's state file, newest first. Reads a file: no TF op runs."""
+    state_file = directory / "checkpoint"
+    if not state_file.exists():
+        return []
+    try:
+        state = tf.train.get_checkpoint_state(str(directory))
+        paths = list(state.all_model_checkpoint_paths) if state is not None else []
+        if state is not None and state.model_checkpoint_path and state.model_checkpoint_path not in paths:
+            paths.append(state.model_checkpoint_path)
+    except Exception as e:  # noqa: BLE001 - TF raises several types for a garbled text proto
+        logging.warning("checkpoint state file %s is unreadable (%s); looking for checkpoint files instead",
+                        state_file, e)
+        paths = [str(p.with_suffix("")) for p in directory.glob(f"{_PREFIX}-*.index")]
+    numbers = set()
+    for path in paths:
+        match = re.fullmatch(rf"{_PREFIX}-(\d+)", pathlib.Path(path).name)  # basename: the dir may have moved
+        if match:
+            numbers.add(int(match.group(1)))
+    return sorted(numbers, reverse=True)
+
+
+def latest_checkpoint_number(run_dir: pathlib.Path) -> int | None:
+    """Newest committed checkpoint number of a run dir, without loading anything (and before runtime.apply:
+    no TF op runs); None if it has none."""
+    numbers = _listed_numbers(pathlib.Path(run_dir) / CHECKPOINT_DIR)
+    return numbers[0] if numbers else None

@@ -1,0 +1,58 @@
+"""What the scripts/ launchers share: absl flag parsing and the usage-error contract.
+
+Bad input (an unknown flag, a bad value, a missing file) ends a launcher with
+one line on stderr, "<script>: error: <message>", and exit code 2, with no
+traceback: `run(main)` turns absl's flag errors and tfrl's UsageError into that.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+from typing import Callable
+
+from absl import app, flags
+
+from tfrl.errors import UsageError
+
+
+class MissingExtraError(UsageError):
+    """An optional dependency is not installed; the message names the pip extra that brings it."""
+
+
+def require_extra(module: str, extra: str, purpose: str):
+    """Imports and returns `module`, or raises MissingExtraError naming `pip install 'tfrl[extra]'`."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingExtraError(f"{purpose} needs {module.split('.')[0]}, which is not installed: "
+                                f"pip install 'tfrl[{extra}]' (or pip install -e '.[{extra}]' in a checkout)") from None
+
+
+def _program() -> str:
+    return pathlib.Path(sys.argv[0]).name
+
+
+def parse_flags_or_exit(argv):
+    """absl exits with code 1 on a bad flag; our contract is one clear line and exit code 2."""
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:
+        print(f"{pathlib.Path(argv[0]).name}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def run(main: Callable[[list[str]], None]) -> None:
+    """app.run(main), with UsageError (raised by main or anything it calls) as one line and exit code 2."""
+    try:
+        app.run(main, flags_parser=parse_flags_or_exit)
+    except UsageError as e:
+        print(f"{_program()}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def no_extra_args(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")

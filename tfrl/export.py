@@ -1,0 +1,106 @@
+"""SavedModel export in TF Serving's layout: <base_path>/<model_name>/<version>/, greedy policy only.
+
+    saved_models/dqn-CartPole-v1/
+        1/  saved_model.pb  variables/  assets.extra/tfrl_metadata.json
+        2/  ...
+
+Versions are integers (TF Serving loads the highest by default); a new export
+gets max(existing) + 1, starting at 1. The SavedModel is written to a hidden
+temporary directory beside the versions (a non-numeric name, which TF Serving
+ignores) and renamed into place, so a version directory is complete or absent.
+
+The signature `serving_default` takes one float32 tensor "observation"
+[None, *obs_shape] and returns the agent's outputs, e.g. {"action": int64 [B],
+"q_values": float32 [B, A]} for DQN. Exploration is never exported: an agent
+exports its greedy policy. The SavedModel needs TensorFlow only, not tfrl.
+
+tfrl_metadata.json lives in the version's assets.extra/, where TF Serving keeps
+extra files (e.g. warmup requests) and which it does not interpret: agent, env
+id, observation shape/dtype, action space, the config, training env steps,
+checkpoint number and tfrl version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import pathlib
+import shutil
+import uuid
+from typing import Any, Callable, Mapping, Sequence
+
+import keras
+import tensorflow as tf
+
+from tfrl.errors import UsageError
+
+METADATA_FILE = "tfrl_metadata.json"
+METADATA_DIR = "assets.extra"  # inside the version directory
+SIGNATURE = "serving_default"
+INPUT_NAME = "observation"
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingPolicy:
+    """What an agent exports: its Keras model and the greedy outputs computed from it.
+
+    outputs: observation [B, *obs_shape] float32 -> dict of named tensors, e.g.
+      {"action": int64 [B], "q_values": [B, A]} or {"action", "logits", "value"}.
+      It may use only `model`'s variables (they are the ones tracked).
+    checkpoint_items: the subset of the agent's training checkpoint trackables
+      that holds `model`'s weights (e.g. {"online": q_network}), to load it from
+      a training checkpoint.
+    """
+
+    model: keras.Model
+    outputs: Callable[[tf.Tensor], Mapping[str, tf.Tensor]]
+    checkpoint_items: Mapping[str, Any]
+
+
+def version_numbers(model_dir: pathlib.Path) -> list[int]:
+    """The integer version directories of <base_path>/<model_name>, ascending."""
+    if not model_dir.is_dir():
+        return []
+    return sorted(int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit())
+
+
+def export_saved_model(policy: ServingPolicy, obs_shape: Sequence[int], base_path: pathlib.Path, model_name: str,
+                       metadata: Mapping[str, Any]) -> pathlib.Path:
+    """Writes the next version of <base_path>/<model_name> and returns its directory."""
+    if not model_name or model_name in (".", "..") or "/" in model_name or os.sep in model_name:
+        raise UsageError(f"model name must be a plain directory name, got {model_name!r}")
+    model_dir = pathlib.Path(base_path) / model_name
+    model_dir.mkdir(parents=True, exist_ok=True)
+    archive = keras.export.ExportArchive()
+    archive.track(policy.model)
+    archive.add_endpoint(
+        name=SIGNATURE,  # named so, write_out does not add a second alias of it
+        fn=policy.outputs,
+        input_signature=[tf.TensorSpec([None, *obs_shape], tf.float32, name=INPUT_NAME)],
+    )
+    tmp_dir = model_dir / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        archive.write_out(str(tmp_dir), verbose=False)
+        (tmp_dir / METADATA_DIR).mkdir(exist_ok=True)
+        (tmp_dir / METADATA_DIR / METADATA_FILE).write_text(json.dumps(dict(metadata), indent=2) + "\n")
+        while True:
+            version_dir = model_dir / str(max(version_numbers(model_dir), default=0) + 1)
+            try:
+                # rename(2) fails on an existing non-empty directory: another exporter took that
+                # number between our listing and the rename; take the next one.
+                os.rename(tmp_dir, version_dir)
+                return version_dir
+            except OSError:
+                if not version_dir.is_dir():
+                    raise
+    finally:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(tmp_dir)
+
+
+def read_metadata(saved_model_dir: pathlib.Path) -> dict | None:
+    """The tfrl_metadata.json of an exported version directory, or None if it has none."""
+    path = pathlib.Path(saved_model_dir) / METADATA_DIR / METADATA_FILE
+    return json.loads(path.read_text()) if path.exists() else None

@@ -1,0 +1,138 @@
+"""A run directory: its resolved config, and the greedy policy of one of its checkpoints.
+
+    <run_dir>/config.json       the resolved config (scripts/train.py writes it once, at the start)
+    <run_dir>/metrics.jsonl     tfrl.metrics
+    <run_dir>/tensorboard/      tfrl.metrics
+    <run_dir>/checkpoints/      tfrl.checkpoints
+    <run_dir>/saved_models/<model_name>/<version>/   tfrl.export (train.py exports there at the end)
+
+An agent's exportable policy comes from the module `tfrl.agents.<agent>.policy`,
+function `serving_policy(config, env_info) -> tfrl.export.ServingPolicy`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import pathlib
+from typing import Any
+
+import tensorflow as tf
+
+import tfrl
+from tfrl import agents, checkpoints, config as config_lib, envs, export
+from tfrl.errors import UsageError
+
+CONFIG_FILE = "config.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """What defines a run: resuming needs the same agent, env id, seed, hyperparameters and precision."""
+
+    agent: str
+    env_id: str  # resolved, e.g. LunarLander-v3
+    seed: int
+    config: Any  # the agent's config dataclass
+    mixed_precision: str = "float32"  # changes the optimizer's checkpoint structure (loss scaling)
+
+    def differences(self, other: RunConfig) -> list[str]:
+        """Human-readable "field: mine != other's" for each difference; empty if the runs are the same."""
+        diffs = [f"{name}: {getattr(self, name)!r} != {getattr(other, name)!r}"
+                 for name in ("agent", "env_id", "seed", "mixed_precision")
+                 if getattr(self, name) != getattr(other, name)]
+        if type(self.config) is not type(other.config):
+            return diffs + [f"config class: {type(self.config).__name__} != {type(other.config).__name__}"]
+        mine, theirs = config_lib.to_dict(self.config), config_lib.to_dict(other.config)
+        diffs += [f"hparams.{key}: {mine[key]!r} != {theirs[key]!r}" for key in mine if mine[key] != theirs[key]]
+        return diffs
+
+
+def read_config(run_dir: pathlib.Path) -> tuple[RunConfig, dict]:
+    """(RunConfig, the raw config.json) of a run dir; UsageError if it is missing or broken.
+
+    Hyperparameters missing from the file (fields added to the config class later) take their defaults.
+    """
+    path = pathlib.Path(run_dir) / CONFIG_FILE
+    if not path.exists():
+        raise UsageError(f"{path} does not exist: {run_dir} is not a tfrl run directory")
+    try:
+        raw = json.loads(path.read_text())
+        agent, env_id, seed, hparams = raw["agent"], raw["env_id"], int(raw["seed"]), raw["hparams"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"{path}: cannot read the run's config ({type(e).__name__}: {e})") from None
+    entry = agents.get(agent)
+    config = config_lib.apply_overrides(entry.config_cls(), hparams, str(path))
+    mixed_precision = (raw.get("runtime") or {}).get("mixed_precision", "float32")
+    return RunConfig(agent=agent, env_id=env_id, seed=seed, config=config, mixed_precision=mixed_precision), raw
+
+
+def env_info(env_id: str) -> envs.EnvInfo:
+    """Observation shape and action count of `env_id`, from one throwaway env."""
+    env = envs.make_vector_env(env_id, 1, seed=0)
+    try:
+        return envs.env_info(env, env_id)
+    finally:
+        env.close()
+
+
+def policy_module(agent: str):
+    name = f"tfrl.agents.{agent}.policy"
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name != name:
+            raise
+        raise UsageError(f"agent {agent!r} has no exportable policy yet (no module {name})") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedPolicy:
+    policy: export.ServingPolicy
+    env: envs.EnvInfo
+    run_config: RunConfig
+    env_step: int  # training env steps at the checkpoint
+    checkpoint: int  # checkpoint number
+
+
+def load_policy(run_dir: pathlib.Path, checkpoint: int | None = None) -> LoadedPolicy:
+    """The greedy policy of checkpoint `checkpoint` (None: the newest loadable one) of a run."""
+    run_dir = pathlib.Path(run_dir)
+    if not run_dir.is_dir():
+        raise UsageError(f"run directory {run_dir} does not exist")
+    run_config, _ = read_config(run_dir)
+    info = env_info(run_config.env_id)
+    policy = policy_module(run_config.agent).serving_policy(run_config.config, info)
+    checkpointer = checkpoints.Checkpointer(run_dir, policy.checkpoint_items)
+    if checkpoint is None:
+        restored = checkpointer.restore_latest(load_arrays=False)
+        if restored is None:
+            raise checkpoints.CheckpointError(f"{run_dir} has no checkpoint yet")
+    else:
+        restored = checkpointer.restore(checkpoint, load_arrays=False)
+    return LoadedPolicy(policy=policy, env=info, run_config=run_config, env_step=restored.env_step,
+                        checkpoint=restored.number)
+
+
+def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
+               checkpoint: int | None = None) -> pathlib.Path:
+    """Exports a checkpoint's greedy policy as the next version of <base_path>/<model_name>; returns its dir."""
+    loaded = load_policy(run_dir, checkpoint)
+    obs_shape = list(loaded.env.obs_shape)
+    example = loaded.policy.outputs(tf.zeros([1, *obs_shape], tf.float32))
+    metadata = {
+        "agent": loaded.run_config.agent,
+        "env_id": loaded.run_config.env_id,
+        "observation": {"shape": obs_shape, "dtype": "float32"},
+        "action_space": {"type": "Discrete", "n": loaded.env.num_actions},
+        "signature": {"name": export.SIGNATURE, "inputs": {export.INPUT_NAME: "float32 [None, *obs_shape]"},
+                      "outputs": {k: f"{v.dtype.name} {[None, *v.shape[1:]]}" for k, v in example.items()}},
+        "config": config_lib.to_dict(loaded.run_config.config),
+        "seed": loaded.run_config.seed,
+        "train_env_steps": loaded.env_step,
+        "checkpoint": loaded.checkpoint,
+        "run_dir": str(pathlib.Path(run_dir).resolve()),
+        "tfrl_version": tfrl.__version__,
+    }
+    return export.export_saved_model(loaded.policy, obs_shape, base_path, model_name, metadata)

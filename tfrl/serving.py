@@ -1,0 +1,56 @@
+"""The serving side: a SavedModel written by tfrl.export, as a NumPy policy. Needs no agent code.
+
+A policy here maps observations [N, *obs_shape] (NumPy) to actions [N] through
+the exported `serving_default` signature, exactly what TF Serving would run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tfrl import export
+from tfrl.errors import UsageError
+
+Policy = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class ServedPolicy:
+    policy: Policy  # obs [N, *obs_shape] -> actions [N]
+    metadata: dict | None  # tfrl_metadata.json, None for a SavedModel made elsewhere
+    saved_model: object  # the loaded object: a signature alone does not keep its variables alive
+
+
+def numpy_policy(outputs: Callable[..., Mapping[str, tf.Tensor]], input_name: str | None = None) -> Policy:
+    """obs -> outputs(obs)["action"] as NumPy; `input_name` for a signature, which takes keyword arguments."""
+
+    def policy(obs: np.ndarray) -> np.ndarray:
+        tensor = tf.constant(obs, tf.float32)
+        return (outputs(**{input_name: tensor}) if input_name else outputs(tensor))["action"].numpy()
+
+    return policy
+
+
+def traced_policy(outputs: Callable[[tf.Tensor], Mapping[str, tf.Tensor]], obs_shape: Sequence[int]) -> Policy:
+    """numpy_policy of a tfrl.export.ServingPolicy's outputs, traced once as a tf.function."""
+    return numpy_policy(tf.function(outputs, input_signature=[tf.TensorSpec([None, *obs_shape], tf.float32)]))
+
+
+def load(saved_model_dir: pathlib.Path) -> ServedPolicy:
+    """The greedy policy of an exported version directory (.../<model_name>/<version>)."""
+    path = pathlib.Path(saved_model_dir)
+    if not path.is_dir() or not tf.saved_model.contains_saved_model(str(path)):
+        raise UsageError(f"{path} is not a SavedModel directory (expected .../<model_name>/<version>)")
+    loaded = tf.saved_model.load(str(path))
+    if export.SIGNATURE not in loaded.signatures:
+        raise UsageError(f"{path} has no {export.SIGNATURE!r} signature")
+    signature = loaded.signatures[export.SIGNATURE]
+    if "action" not in signature.structured_outputs:
+        raise UsageError(f"{path}: signature {export.SIGNATURE!r} has no 'action' output")
+    return ServedPolicy(policy=numpy_policy(signature, input_name=export.INPUT_NAME),
+                        metadata=export.read_metadata(path), saved_model=loaded)
