@@ -59,7 +59,8 @@ def test_evaluate_a_saved_model_records_a_gif_and_rejects_bad_input(tmp_path):
     match = re.search(r"video: .*episode\.gif \(one episode, seed 4: return ([\d.]+), length (\d+)\)", stdout)
     assert match, stdout
     with Image.open(gif) as image:  # every 2nd frame of the episode, first and reset frame included
-        assert image.format == "GIF" and image.n_frames == int(match.group(2)) // 2 + 1
+        # Pillow's GIF writer merges a frame identical to the one before it, so this is an upper bound.
+        assert image.format == "GIF" and 2 <= image.n_frames <= int(match.group(2)) // 2 + 1
         assert image.size == (300, 200)  # half of gymnasium's 600x400
 
     expected = ["evaluate.py: error: --saved_model: directory no/such/dir does not exist",
