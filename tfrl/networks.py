@@ -74,3 +74,93 @@ class NumpyMLP:
             value, advantage = self._dense(x, "value_head"), self._dense(x, "advantage_head")
             return value + advantage - advantage.mean(axis=-1, keepdims=True)
         return self._dense(x, "q_head")
+
+
+def actor_critic_network(obs_shape: Sequence[int], num_policy_params: int, hidden_sizes: Sequence[int],
+                         activation: str = "tanh", shared_torso: bool = False,
+                         name: str = "actor_critic") -> keras.Model:
+    """obs [B, *obs_shape] -> (policy params [B, num_policy_params], value [B]), both float32 under every policy.
+
+    The policy params are whatever the policy head reads (the logits [B, A] of a
+    categorical head). With `shared_torso` one MLP ("torso_i") feeds both heads;
+    otherwise the policy and the value have their own ("policy_torso_i",
+    "value_torso_i"), as SB3's default `net_arch=dict(pi=[64, 64], vf=[64, 64])`.
+
+    Initialization as in OpenAI baselines / SB3 (`ortho_init=True`): orthogonal
+    kernels with gain sqrt(2) in the torsos, 0.01 for the policy head (a near-uniform
+    first policy) and 1 for the value head; zero biases.
+    """
+    obs = keras.Input(shape=tuple(obs_shape), name="observation", dtype="float32")
+    x = keras.layers.Flatten(name="flatten")(obs) if len(obs_shape) > 1 else obs
+
+    def torso(inputs, prefix):
+        h = inputs
+        for i, units in enumerate(hidden_sizes):
+            h = keras.layers.Dense(units, activation=activation, name=f"{prefix}_{i}",
+                                   kernel_initializer=keras.initializers.Orthogonal(gain=np.sqrt(2.0)))(h)
+        return h
+
+    if shared_torso:
+        policy_latent = value_latent = torso(x, "torso")
+    else:
+        policy_latent, value_latent = torso(x, "policy_torso"), torso(x, "value_torso")
+    policy_params = keras.layers.Dense(num_policy_params, name="policy_head", dtype="float32",
+                                       kernel_initializer=keras.initializers.Orthogonal(gain=0.01))(policy_latent)
+    value = keras.layers.Dense(1, name="value_head", dtype="float32",
+                               kernel_initializer=keras.initializers.Orthogonal(gain=1.0))(value_latent)
+    return keras.Model(obs, (policy_params, keras.ops.squeeze(value, axis=-1)), name=name)
+
+
+class NumpyActorCritic:
+    """Forward pass of an `actor_critic_network` in NumPy: obs [N, ...] -> (policy params [N, P], value [N]).
+
+    Like `NumpyMLP`, it reads weights by variable path, so `update(values)` takes
+    them in the model's `trainable_variables` order, as the learner returns them.
+    """
+
+    def __init__(self, model: keras.Model, activation: str = "tanh"):
+        self._paths = [v.path.split("/", 1)[-1] if v.path.startswith(model.name + "/") else v.path
+                       for v in model.trainable_variables]
+        layer_names = {p.split("/")[0] for p in self._paths}
+
+        def torso(prefix):
+            names = [n for n in layer_names if n.startswith(prefix + "_")]
+            return sorted(names, key=lambda n: int(n.rsplit("_", 1)[1]))
+
+        self._shared = torso("torso")
+        self._policy_torso = torso("policy_torso")
+        self._value_torso = torso("value_torso")
+        self._activation = _ACTIVATIONS[activation]
+        self.update([np.asarray(v.numpy()) for v in model.trainable_variables])
+
+    def update(self, values: Sequence[np.ndarray]) -> None:
+        if len(values) != len(self._paths):
+            raise ValueError(f"expected {len(self._paths)} weight arrays, got {len(values)}")
+        w = {p: np.asarray(v, dtype=np.float32) for p, v in zip(self._paths, values)}
+
+        def layers(names):  # [(kernel, bias)], looked up once per update rather than per forward pass
+            return [(w[f"{n}/kernel"], w[f"{n}/bias"]) for n in names]
+
+        self._shared_layers = layers(self._shared)
+        self._policy_layers = layers(self._policy_torso)
+        self._value_layers = layers(self._value_torso)
+        self._policy_head = layers(["policy_head"])[0]
+        self._value_head = layers(["value_head"])[0]
+
+    def _mlp(self, x, layers):
+        for kernel, bias in layers:
+            x = self._activation(x @ kernel + bias)
+        return x
+
+    def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = self._mlp(obs.reshape(obs.shape[0], -1), self._shared_layers)
+        policy_latent = self._mlp(x, self._policy_layers)
+        value_latent = self._mlp(x, self._value_layers)
+        (pk, pb), (vk, vb) = self._policy_head, self._value_head
+        return policy_latent @ pk + pb, (value_latent @ vk + vb)[:, 0]
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        """V(obs) [N] alone; skips the policy torso when it is separate."""
+        x = self._mlp(obs.reshape(obs.shape[0], -1), self._shared_layers)
+        vk, vb = self._value_head
+        return (self._mlp(x, self._value_layers) @ vk + vb)[:, 0]

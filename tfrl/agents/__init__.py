@@ -18,6 +18,7 @@ class AgentEntry:
 _AGENTS = {
     # name: (module with the config class, config class name, module with train())
     "dqn": ("tfrl.agents.dqn.config", "DQNConfig", "tfrl.agents.dqn.loop"),
+    "a2c": ("tfrl.agents.a2c.config", "A2CConfig", "tfrl.agents.a2c.loop"),
 }
 
 AGENT_NAMES = tuple(_AGENTS)

@@ -1,0 +1,1 @@
+"""A2C: synchronous advantage actor-critic (Mnih et al. 2016, "Asynchronous Methods for Deep RL", synchronous variant)."""
