@@ -18,6 +18,11 @@ class A2CActor:
         self._head = head
         self._rng = np.random.default_rng(seed)
 
+    @property
+    def rng(self) -> np.random.Generator:
+        """The sampling RNG (its state is checkpointed)."""
+        return self._rng
+
     def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """obs [N, ...] -> (actions [N] sampled from pi(.|obs), V(obs) [N]), from one forward pass."""
         policy_params, value = self._mirror(obs)

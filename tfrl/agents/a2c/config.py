@@ -62,11 +62,15 @@ class A2CConfig:
     """Episodes of the greedy evaluation that ends the run."""
     log_interval: int = 10_000
     """Env steps between log lines and TensorBoard scalars."""
+    checkpoint_interval: int = 25_000
+    """Env steps between checkpoints (network, optimizer, update counter, RNG, loop state; see tfrl.checkpoints);
+    0 = only at the end of training. A run resumes from its newest checkpoint."""
 
     def __post_init__(self):
         for name in ("total_env_steps", "num_envs", "n_steps", "final_eval_episodes", "log_interval"):
             require(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("eval_interval", "eval_episodes", "max_grad_norm", "value_coef", "entropy_coef"):
+        for name in ("eval_interval", "eval_episodes", "max_grad_norm", "value_coef", "entropy_coef",
+                     "checkpoint_interval"):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         require(len(self.hidden_sizes) > 0 and all(h > 0 for h in self.hidden_sizes),
                 f"hidden_sizes must be positive layer sizes, got {self.hidden_sizes}")

@@ -8,6 +8,14 @@ the one train call also returns the weights that refresh the mirror. That is
 1 / (num_envs * n_steps) TF calls per env step: 1/40 = 0.025 with the SB3
 settings (8 envs, 5 steps). Off that path, each log line writes TensorBoard
 summaries (tfrl.metrics) and each evaluation runs the NumPy greedy policy.
+
+Checkpoints (tfrl.checkpoints) every `checkpoint_interval` env steps and at the
+end, always between updates, hold the learner's variables (network, optimizer,
+update counter), the actor's RNG state and the loop's deadlines; no arrays (the
+rollout buffers are empty between updates). A run whose run_dir holds a
+checkpoint resumes from it with the same env step (so the learning-rate schedule
+continues from there); the envs restart from a fresh reset, so episodes in
+flight at the checkpoint are lost.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import time
 
 import numpy as np
 
-from tfrl import envs, evaluation, networks
+from tfrl import checkpoints, envs, evaluation, networks
 from tfrl.agents.a2c.actor import A2CActor
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner, bootstrap_truncated, explained_variance, n_step_advantages
@@ -45,7 +53,7 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
     learner = A2CLearner(config, info, runtime)
     mirror = networks.NumpyActorCritic(learner.network, config.activation)
     actor = A2CActor(mirror, learner.head, seed=seed)
-    logger = MetricsLogger(run_dir, config.total_env_steps, progress_bar)
+    checkpointer = checkpoints.Checkpointer(run_dir, learner.checkpoint_items())
 
     num_steps, num_envs = config.n_steps, config.num_envs  # T, N
     rollout_obs = np.zeros((num_steps, num_envs, *info.obs_shape), np.float32)  # s_t [T, N, ...]
@@ -59,8 +67,19 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
     updates = 0
     next_log_at = config.log_interval
     next_eval_at = config.eval_interval or None
+    next_checkpoint_at = config.checkpoint_interval or None
     train_metrics: dict[str, float] = {}
-    last_log_time, last_log_step = time.perf_counter(), 0
+    restored = checkpointer.restore_latest(load_arrays=False)
+    if restored is not None:
+        env_step, state = restored.env_step, restored.loop_state
+        updates = state["updates"]
+        next_log_at, next_eval_at, next_checkpoint_at = (state[name] for name in _DEADLINES)
+        checkpoints.set_rng_state(actor.rng, state["actor_rng"])
+        mirror.update([v.numpy() for v in learner.network.trainable_variables])
+        obs, _ = env.reset(seed=int(np.random.SeedSequence([seed, env_step]).generate_state(1)[0]))
+        obs = np.array(obs, dtype=np.float32)
+    logger = MetricsLogger(run_dir, config.total_env_steps, progress_bar, start_env_step=env_step)
+    last_log_time, last_log_step = time.perf_counter(), env_step
     try:
         while env_step < config.total_env_steps:
             learning_rate = learning_rate_at(env_step, config)
@@ -111,6 +130,13 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
                                               "return_std": float(eval_returns.std())})
                 next_eval_at = _next_deadline(next_eval_at, env_step, config.eval_interval)
                 last_log_time += time.perf_counter() - eval_start  # env_steps_per_s measures training only
+            if next_checkpoint_at is not None and env_step >= next_checkpoint_at:
+                checkpoint_start = time.perf_counter()
+                next_checkpoint_at = _next_deadline(next_checkpoint_at, env_step, config.checkpoint_interval)
+                _save_checkpoint(checkpointer, env_step, updates, (next_log_at, next_eval_at, next_checkpoint_at),
+                                 actor)
+                last_log_time += time.perf_counter() - checkpoint_start
+        _save_checkpoint(checkpointer, env_step, updates, (next_log_at, next_eval_at, next_checkpoint_at), actor)
         eval_returns = evaluation.evaluate(actor.greedy, env_id, config.final_eval_episodes, seed=seed + 20_000)
         return logger.log("final_eval", env_step, {
             "return_mean": float(eval_returns.mean()), "return_std": float(eval_returns.std()),
@@ -118,6 +144,15 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
     finally:
         env.close()
         logger.close()
+
+
+_DEADLINES = ("next_log_at", "next_eval_at", "next_checkpoint_at")
+
+
+def _save_checkpoint(checkpointer, env_step, updates, deadlines, actor) -> None:
+    """All the loop needs to continue from env_step, between two updates (see the module docstring)."""
+    checkpointer.save(env_step, {**dict(zip(_DEADLINES, deadlines)), "updates": updates,
+                                 "actor_rng": checkpoints.rng_state(actor.rng)})
 
 
 def _next_deadline(deadline: int, now: int, period: int) -> int:
