@@ -245,8 +245,13 @@ def test_train_step_under_mixed_float16_uses_loss_scaling_and_float32_outputs():
         logits, values = learner.network(TINY_BATCH["obs"])
         assert logits.dtype == tf.float32 and values.dtype == tf.float32
         assert logits.shape == (2, 2) and values.shape == (2,)
+        initial_scale = float(learner.optimizer.dynamic_scale.numpy())
         metrics, weights = learner.train(**TINY_BATCH, learning_rate=1e-3)
-        assert all(math.isfinite(v) for v in metrics.values())
+        assert all(math.isfinite(metrics[name]) for name in ("loss", "policy_loss", "value_loss", "entropy"))
+        # The float16 backward pass at the initial scale (2**15) may overflow, depending on the random
+        # initialization: then grad_norm is inf, and the optimizer must have skipped the step and halved the scale.
+        if not math.isfinite(metrics["grad_norm"]):
+            assert float(learner.optimizer.dynamic_scale.numpy()) == initial_scale / 2
         assert all(w.dtype == np.float32 for w in weights)
     finally:
         keras.mixed_precision.set_global_policy(policy)
