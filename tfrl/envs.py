@@ -88,6 +88,15 @@ def make_vector_env(env_id: str, num_envs: int, seed: int, vector_mode: str = "s
     return env
 
 
+def reset_for_resume(env: gym.vector.VectorEnv, seed: int, env_step: int) -> np.ndarray:
+    """Fresh episodes for a run resumed at `env_step`: the episodes in flight at the checkpoint are lost.
+
+    Seeded from (seed, env_step), so a resume is reproducible and differs from the run's first reset.
+    """
+    obs, _ = env.reset(seed=int(np.random.SeedSequence([seed, env_step]).generate_state(1)[0]))
+    return np.array(obs, dtype=np.float32)
+
+
 def env_info(env: gym.vector.VectorEnv, env_id: str) -> EnvInfo:
     return EnvInfo(
         env_id=env_id,

@@ -29,6 +29,7 @@ from tfrl import checkpoints, envs, evaluation, networks
 from tfrl.agents.a2c.actor import A2CActor
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner, bootstrap_truncated, explained_variance, n_step_advantages
+from tfrl.deadlines import next_deadline
 from tfrl.metrics import MetricsLogger
 from tfrl.runtime import Runtime
 
@@ -76,8 +77,7 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
         next_log_at, next_eval_at, next_checkpoint_at = (state[name] for name in _DEADLINES)
         checkpoints.set_rng_state(actor.rng, state["actor_rng"])
         mirror.update([v.numpy() for v in learner.network.trainable_variables])
-        obs, _ = env.reset(seed=int(np.random.SeedSequence([seed, env_step]).generate_state(1)[0]))
-        obs = np.array(obs, dtype=np.float32)
+        obs = envs.reset_for_resume(env, seed, env_step)
     logger = MetricsLogger(run_dir, config.total_env_steps, progress_bar, start_env_step=env_step)
     last_log_time, last_log_step = time.perf_counter(), env_step
     try:
@@ -122,17 +122,17 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
                     "updates": updates,
                 })
                 last_log_time, last_log_step = now, env_step
-                next_log_at = _next_deadline(next_log_at, env_step, config.log_interval)
+                next_log_at = next_deadline(next_log_at, env_step, config.log_interval)
             if next_eval_at is not None and env_step >= next_eval_at:
                 eval_start = time.perf_counter()
                 eval_returns = evaluation.evaluate(actor.greedy, env_id, config.eval_episodes, seed=seed + 10_000)
                 logger.log("eval", env_step, {"return_mean": float(eval_returns.mean()),
                                               "return_std": float(eval_returns.std())})
-                next_eval_at = _next_deadline(next_eval_at, env_step, config.eval_interval)
+                next_eval_at = next_deadline(next_eval_at, env_step, config.eval_interval)
                 last_log_time += time.perf_counter() - eval_start  # env_steps_per_s measures training only
             if next_checkpoint_at is not None and env_step >= next_checkpoint_at:
                 checkpoint_start = time.perf_counter()
-                next_checkpoint_at = _next_deadline(next_checkpoint_at, env_step, config.checkpoint_interval)
+                next_checkpoint_at = next_deadline(next_checkpoint_at, env_step, config.checkpoint_interval)
                 _save_checkpoint(checkpointer, env_step, updates, (next_log_at, next_eval_at, next_checkpoint_at),
                                  actor)
                 last_log_time += time.perf_counter() - checkpoint_start
@@ -153,8 +153,3 @@ def _save_checkpoint(checkpointer, env_step, updates, deadlines, actor) -> None:
     """All the loop needs to continue from env_step, between two updates (see the module docstring)."""
     checkpointer.save(env_step, {**dict(zip(_DEADLINES, deadlines)), "updates": updates,
                                  "actor_rng": checkpoints.rng_state(actor.rng)})
-
-
-def _next_deadline(deadline: int, now: int, period: int) -> int:
-    """The first deadline + m * period (m >= 1) after `now`; for a deadline that has passed."""
-    return deadline + period * ((now - deadline) // period + 1)

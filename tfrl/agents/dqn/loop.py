@@ -23,6 +23,7 @@ from tfrl import checkpoints, envs, evaluation, networks
 from tfrl.agents.dqn.actor import EpsilonGreedyActor, linear_epsilon
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner
+from tfrl.deadlines import next_deadline
 from tfrl.metrics import MetricsLogger
 from tfrl.replay import NStepBuilder, UniformReplay
 from tfrl.runtime import Runtime
@@ -57,8 +58,7 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
         checkpoints.set_rng_state(actor.rng, state["actor_rng"])
         replay.restore_checkpoint_state(restored.arrays, state["replay"])
         q_mirror.update([v.numpy() for v in learner.online.trainable_variables])
-        obs, _ = env.reset(seed=int(np.random.SeedSequence([seed, env_step]).generate_state(1)[0]))
-        obs = np.array(obs, dtype=np.float32)
+        obs = envs.reset_for_resume(env, seed, env_step)
     logger = MetricsLogger(run_dir, config.total_env_steps, progress_bar, start_env_step=env_step)
     last_log_time, last_log_step = time.perf_counter(), env_step
     try:
@@ -78,12 +78,12 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
             obs = np.array(next_obs, dtype=np.float32)
 
             if env_step >= next_train_at and replay.size >= config.batch_size:
-                next_train_at = _next_deadline(next_train_at, env_step, config.train_freq)
+                next_train_at = next_deadline(next_train_at, env_step, config.train_freq)
                 # A target update that fell due since the last train call happens first in this one:
                 # no gradient step ran in between, so it is the same as updating on time.
                 update_target = env_step >= next_target_update_at
                 if update_target:
-                    next_target_update_at = _next_deadline(next_target_update_at, env_step,
+                    next_target_update_at = next_deadline(next_target_update_at, env_step,
                                                            config.target_update_period)
                 batch = replay.sample(config.batch_size, config.gradient_steps)
                 train_metrics, weights = learner.train(batch, update_target)
@@ -97,14 +97,14 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
                     "gradient_steps": int(learner.gradient_steps.numpy()),
                 })
                 last_log_time, last_log_step = now, env_step
-                next_log_at = _next_deadline(next_log_at, env_step, config.log_interval)
+                next_log_at = next_deadline(next_log_at, env_step, config.log_interval)
             if next_eval_at is not None and env_step >= next_eval_at:
                 returns = evaluation.evaluate(actor.greedy, env_id, config.eval_episodes, seed=seed + 10_000)
                 logger.log("eval", env_step, {"return_mean": float(returns.mean()),
                                               "return_std": float(returns.std())})
-                next_eval_at = _next_deadline(next_eval_at, env_step, config.eval_interval)
+                next_eval_at = next_deadline(next_eval_at, env_step, config.eval_interval)
             if next_checkpoint_at is not None and env_step >= next_checkpoint_at:
-                next_checkpoint_at = _next_deadline(next_checkpoint_at, env_step, config.checkpoint_interval)
+                next_checkpoint_at = next_deadline(next_checkpoint_at, env_step, config.checkpoint_interval)
                 _save_checkpoint(checkpointer, env_step, (next_train_at, next_target_update_at, next_log_at,
                                                           next_eval_at, next_checkpoint_at), train_metrics, actor, replay)
         _save_checkpoint(checkpointer, env_step, (next_train_at, next_target_update_at, next_log_at, next_eval_at,
@@ -127,8 +127,3 @@ def _save_checkpoint(checkpointer, env_step, deadlines, train_metrics, actor, re
     checkpointer.save(env_step, {**dict(zip(_DEADLINES, deadlines)), "train_metrics": train_metrics,
                                  "actor_rng": checkpoints.rng_state(actor.rng), "replay": replay_state},
                       replay_arrays)
-
-
-def _next_deadline(deadline: int, now: int, period: int) -> int:
-    """The first deadline + m * period (m >= 1) after `now`; for a deadline that has passed."""
-    return deadline + period * ((now - deadline) // period + 1)
