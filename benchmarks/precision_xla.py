@@ -1,0 +1,119 @@
+"""Benchmark: DQN and A2C train-step time for each precision policy x XLA on/off, in one process.
+
+    python benchmarks/precision_xla.py                                  # all 6 combinations, both agents
+    python benchmarks/precision_xla.py --combos=float32:off,mixed_bfloat16:off --agents=dqn
+
+Shapes are LunarLander's (obs 8, 4 actions). DQN: one train call = K=4 gradient steps on batches of 128,
+Q-network [256, 256] (as benchmarks/dqn_train_step.py). A2C: one train call = one update on a rollout of
+8 envs x 5 steps = 40 transitions, separate [64, 64] tanh torsos (the SB3 zoo settings).
+
+All learners are built first (each under its own Keras precision policy; a layer keeps the policy it was
+built with), then timed in interleaved blocks (A B C ... A B C ...), so that a burst of load from other
+processes on a shared machine hits every combination alike. Reported: median over --repeats blocks of the
+wall ms per train call, and process CPU ms per call. Timings are noisy on a shared VM: run it alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+
+import numpy as np
+from absl import app, flags
+
+from tfrl import runtime as runtime_lib
+from tfrl.agents.a2c.config import A2CConfig
+from tfrl.agents.a2c.learning import A2CLearner
+from tfrl.agents.dqn.config import DQNConfig
+from tfrl.agents.dqn.learning import DQNLearner
+from tfrl.envs import EnvInfo
+
+ALL_COMBOS = [f"{policy}:{xla}" for policy in runtime_lib.PRECISION_POLICIES for xla in ("off", "on")]
+flags.DEFINE_list("combos", ALL_COMBOS, "precision:xla pairs, xla one of on/off.")
+flags.DEFINE_list("agents", ["dqn", "a2c"], "Agents whose train step is timed: dqn, a2c.")
+flags.DEFINE_integer("calls", 100, "Train calls per timed block.")
+flags.DEFINE_integer("repeats", 5, "Timed blocks per combination; the median is reported.")
+FLAGS = flags.FLAGS
+
+LUNAR = EnvInfo("LunarLander-v3", (8,), 4)
+
+
+@dataclasses.dataclass
+class Case:
+    """One (agent, precision, XLA) learner and the train call that is timed."""
+
+    agent: str
+    precision: str
+    xla: bool
+    train: callable
+    walls: list[float] = dataclasses.field(default_factory=list)  # s per call, one entry per block
+    cpus: list[float] = dataclasses.field(default_factory=list)
+
+
+def _dqn_case(runtime: runtime_lib.Runtime, rng: np.random.Generator) -> callable:
+    learner = DQNLearner(DQNConfig(hidden_sizes=(256, 256), batch_size=128), LUNAR, runtime)
+    k, b = 4, 128
+    batch = {"obs": rng.normal(size=(k, b, 8)).astype(np.float32),
+             "action": rng.integers(0, 4, size=(k, b)).astype(np.int32),
+             "reward": rng.normal(size=(k, b)).astype(np.float32),
+             "discount": np.full((k, b), 0.99, np.float32),
+             "next_obs": rng.normal(size=(k, b, 8)).astype(np.float32)}
+    return lambda: learner.train(batch, False)
+
+
+def _a2c_case(runtime: runtime_lib.Runtime, rng: np.random.Generator) -> callable:
+    learner = A2CLearner(A2CConfig(), LUNAR, runtime)
+    b = 8 * 5
+    rollout = {"obs": rng.normal(size=(b, 8)).astype(np.float32),
+               "actions": rng.integers(0, 4, size=b).astype(np.int32),
+               "advantages": rng.normal(size=b).astype(np.float32),
+               "returns": rng.normal(size=b).astype(np.float32)}
+    return lambda: learner.train(**rollout, learning_rate=8.3e-4)
+
+
+def _parse_combo(combo: str) -> tuple[str, bool]:
+    precision, _, xla = combo.partition(":")
+    if precision not in runtime_lib.PRECISION_POLICIES or xla not in ("on", "off"):
+        raise app.UsageError(f"--combos: {combo!r} is not precision:on|off with precision one of "
+                             f"{', '.join(runtime_lib.PRECISION_POLICIES)}")
+    return precision, xla == "on"
+
+
+def main(argv):
+    del argv
+    builders = {"dqn": _dqn_case, "a2c": _a2c_case}
+    for agent in FLAGS.agents:
+        if agent not in builders:
+            raise app.UsageError(f"--agents: unknown agent {agent!r}; choose from dqn, a2c")
+    runtime = None
+    cases = []
+    rng = np.random.default_rng(0)
+    for precision, xla in map(_parse_combo, FLAGS.combos):
+        # Only the precision policy and the XLA option change between apply() calls; devices stay as they are.
+        runtime = runtime_lib.apply(runtime_lib.RuntimeOptions(mixed_precision=precision, xla=xla))
+        for agent in FLAGS.agents:
+            cases.append(Case(agent, precision, xla, builders[agent](runtime, rng)))
+    # The banner of the last combination, minus its precision and XLA lines (they differ per row below).
+    print("\n".join(line for line in runtime.banner().splitlines()
+                    if not line.lstrip().startswith(("precision:", "XLA:"))), flush=True)
+    for case in cases:
+        for _ in range(20):  # trace, compile, warm up
+            case.train()
+    for _ in range(FLAGS.repeats):
+        for case in cases:
+            wall, cpu = time.perf_counter(), time.process_time()
+            for _ in range(FLAGS.calls):
+                case.train()
+            case.walls.append((time.perf_counter() - wall) / FLAGS.calls)
+            case.cpus.append((time.process_time() - cpu) / FLAGS.calls)
+    print("| agent | precision | XLA | ms per train call (wall, median) | min..max over blocks | CPU ms per call |")
+    print("|---|---|---|---|---|---|")
+    for case in cases:
+        print(f"| {case.agent} | {case.precision} | {'on' if case.xla else 'off'} | "
+              f"{statistics.median(case.walls) * 1e3:.2f} | {min(case.walls) * 1e3:.2f}..{max(case.walls) * 1e3:.2f} | "
+              f"{statistics.median(case.cpus) * 1e3:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    app.run(main)
