@@ -463,8 +463,8 @@ def check_zentf_enabled(facts: Facts) -> list[Finding]:
     if (zendnn or "").strip().lower() not in ("1", "true") or (onednn or "").strip().lower() not in ("0", "false"):
         findings.append(Finding(
             "zentf_enabled", "problem",
-            f"zentf is installed but not switched on (TF_ENABLE_ZENDNN_OPTS={zendnn}, "
-            f"TF_ENABLE_ONEDNN_OPTS={onednn}): TF runs its own oneDNN kernels",
+            f"zentf is installed but not switched on (TF_ENABLE_ZENDNN_OPTS={zendnn or 'unset'}, "
+            f"TF_ENABLE_ONEDNN_OPTS={onednn or 'unset'}): TF runs its own oneDNN kernels",
             "export TF_ENABLE_ZENDNN_OPTS=1 TF_ENABLE_ONEDNN_OPTS=0 (docs/troubleshooting.md lists the optional "
             "OMP_NUM_THREADS / ZENDNNL_MATMUL_ALGO tuning)",
         ))
