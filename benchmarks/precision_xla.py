@@ -34,6 +34,10 @@ flags.DEFINE_list("combos", ALL_COMBOS, "precision:xla pairs, xla one of on/off.
 flags.DEFINE_list("agents", ["dqn", "a2c"], "Agents whose train step is timed: dqn, a2c.")
 flags.DEFINE_integer("calls", 100, "Train calls per timed block.")
 flags.DEFINE_integer("repeats", 5, "Timed blocks per combination; the median is reported.")
+flags.DEFINE_integer("warmup_calls", 20, "Untimed calls per learner first (tracing, XLA compilation).")
+flags.DEFINE_integer("cartpole_seed", None, "Instead of timing: train A2C on CartPole-v1 under each combination "
+                     "with tests/test_precision_xla.py's config (30k env steps) and this seed; print the greedy "
+                     "return over 20 episodes and the wall time.")
 FLAGS = flags.FLAGS
 
 LUNAR = EnvInfo("LunarLander-v3", (8,), 4)
@@ -80,8 +84,32 @@ def _parse_combo(combo: str) -> tuple[str, bool]:
     return precision, xla == "on"
 
 
+def cartpole_outcomes(combos: list[tuple[str, bool]], seed: int) -> None:
+    import pathlib
+    import tempfile
+
+    from tfrl.agents.a2c import loop
+
+    # The same config as tests/test_precision_xla.py.
+    config = A2CConfig(total_env_steps=30_000, num_envs=8, n_steps=8, gamma=0.98, gae_lambda=0.8,
+                       learning_rate=1e-3, lr_schedule="linear", eval_interval=0, final_eval_episodes=20,
+                       log_interval=10**9, checkpoint_interval=0)
+    print("| precision | XLA | seed | greedy return, 20 episodes | wall time (s), incl. evaluation |")
+    print("|---|---|---|---|---|")
+    for precision, xla in combos:
+        runtime = runtime_lib.apply(runtime_lib.RuntimeOptions(mixed_precision=precision, xla=xla))
+        start = time.perf_counter()
+        with tempfile.TemporaryDirectory() as run_dir:
+            final = loop.train(config, "CartPole-v1", seed, runtime, pathlib.Path(run_dir), progress_bar=False)
+        print(f"| {precision} | {'on' if xla else 'off'} | {seed} | {final['return_mean']:.1f} ± "
+              f"{final['return_std']:.1f} | {time.perf_counter() - start:.1f} |", flush=True)
+
+
 def main(argv):
     del argv
+    if FLAGS.cartpole_seed is not None:
+        cartpole_outcomes([_parse_combo(combo) for combo in FLAGS.combos], FLAGS.cartpole_seed)
+        return
     builders = {"dqn": _dqn_case, "a2c": _a2c_case}
     for agent in FLAGS.agents:
         if agent not in builders:
@@ -98,7 +126,7 @@ def main(argv):
     print("\n".join(line for line in runtime.banner().splitlines()
                     if not line.lstrip().startswith(("precision:", "XLA:"))), flush=True)
     for case in cases:
-        for _ in range(20):  # trace, compile, warm up
+        for _ in range(FLAGS.warmup_calls):  # trace, compile, warm up
             case.train()
     for _ in range(FLAGS.repeats):
         for case in cases:
