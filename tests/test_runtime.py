@@ -237,6 +237,7 @@ def test_auto_falls_back_to_cpu_and_float16_on_cpu_warns(default_cpu_process):
     assert "precision: mixed_float16 (loss scaling on)" in result["banner"]
     assert "XLA: off" in result["banner"]
     assert "mixed_float16 on /device:CPU:0" in stderr
+    assert "without --xla far slower" in stderr  # measured: docs/benchmarks.md, "Precision x XLA"
 
 
 # --- flags -------------------------------------------------------------------------

@@ -322,8 +322,9 @@ def apply(options: RuntimeOptions) -> Runtime:
     keras.mixed_precision.set_global_policy(options.mixed_precision)
     if options.mixed_precision == "mixed_float16" and "CPU" in device_name:
         logging.warning(
-            "mixed_float16 on %s: most CPUs emulate float16 math, so this is slower than float32",
+            "mixed_float16 on %s: most CPUs emulate float16 math, so this is slower than float32%s",
             device_name,
+            "" if options.xla else "; without --xla far slower (DQN's train step: ~300x, docs/benchmarks.md)",
         )
     return Runtime(options=options, device_name=device_name)
 
