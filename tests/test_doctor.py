@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from tfrl import doctor
-from tfrl.doctor import Facts, MatmulTiming, ZentfFacts
+from tfrl.doctor import Facts, MatmulTiming, UnmetRequirement, ZentfFacts
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCTOR = str(REPO_ROOT / "scripts" / "doctor.py")
@@ -186,15 +186,16 @@ def test_tensorflow_that_does_not_import():
 
 
 def test_unmet_requirement_is_a_problem_with_the_install_command():
-    line = "ml-dtypes 0.7.0 requires numpy>=2.0.0; installed: numpy 1.26.4"
-    findings = doctor.diagnose(_facts(unsatisfied_requirements=(line,)))
+    unmet = UnmetRequirement("ml-dtypes", "0.7.0", "numpy>=2.0.0", "numpy", "1.26.4")
+    findings = doctor.diagnose(_facts(unsatisfied_requirements=(unmet,)))
     assert _checks(findings) == ["requirements_met"]
-    assert (findings[0].message, findings[0].fix) == (line, "pip install 'numpy>=2.0.0'")
+    assert findings[0].message == "ml-dtypes 0.7.0 requires numpy>=2.0.0; installed: numpy 1.26.4"
+    assert findings[0].fix == "pip install 'numpy>=2.0.0'"
 
 
 def test_zentf_numpy_pin_is_a_note_while_tensorflow_works_and_a_problem_when_it_does_not():
     # zentf 2.21.0.0 pins numpy==1.26.4; with numpy 2 TF works, with numpy 1.26 TF 2.21 does not import.
-    line = "zentf 2.21.0.0 requires numpy==1.26.4; installed: numpy 2.4.6"
+    line = UnmetRequirement("zentf", "2.21.0.0", "numpy==1.26.4", "numpy", "2.4.6")
     works = doctor.diagnose(_facts(zentf=ZENTF, environment=ZENTF_ON, unsatisfied_requirements=(line,)))
     assert _checks(works, "note") == ["requirements_met"] and doctor.healthy(works)
     broken = doctor.diagnose(_facts(zentf=ZENTF, environment=ZENTF_ON, unsatisfied_requirements=(line,),
@@ -206,10 +207,10 @@ def test_zentf_numpy_pin_is_a_note_while_tensorflow_works_and_a_problem_when_it_
 
 def test_unsatisfied_requirements_reads_installed_metadata():
     # ml-dtypes' own metadata (installed with TF 2.21) requires numpy>=2.0.0; the versions here are made up.
-    assert doctor.unsatisfied_requirements({"ml-dtypes": "0.7.0", "numpy": "1.26.4"}, of=("ml-dtypes",)) == [
-        "ml-dtypes 0.7.0 requires numpy>=2.0.0; installed: numpy 1.26.4"]
-    assert doctor.unsatisfied_requirements({"ml-dtypes": "0.7.0"}, of=("ml-dtypes",)) == [
-        "ml-dtypes 0.7.0 requires numpy>=2.0.0; numpy is not installed"]
+    old_numpy = doctor.unsatisfied_requirements({"ml-dtypes": "0.7.0", "numpy": "1.26.4"}, of=("ml-dtypes",))
+    assert old_numpy == [UnmetRequirement("ml-dtypes", "0.7.0", "numpy>=2.0.0", "numpy", "1.26.4")]
+    no_numpy = doctor.unsatisfied_requirements({"ml-dtypes": "0.7.0"}, of=("ml-dtypes",))
+    assert [str(unmet) for unmet in no_numpy] == ["ml-dtypes 0.7.0 requires numpy>=2.0.0; numpy is not installed"]
     assert doctor.unsatisfied_requirements({"ml-dtypes": "0.7.0", "numpy": "2.4.6"}, of=("ml-dtypes",)) == []
 
 

@@ -80,6 +80,21 @@ class ZentfFacts:
 
 
 @dataclasses.dataclass(frozen=True)
+class UnmetRequirement:
+    """An installed distribution's requirement that the installed version of another does not meet."""
+
+    holder: str  # e.g. "zentf"
+    holder_version: str  # "2.21.0.0"
+    requirement: str  # as declared, without markers: "numpy==1.26.4"
+    name: str  # the required distribution, normalized: "numpy"
+    installed: str | None  # its installed version; None = not installed
+
+    def __str__(self) -> str:
+        found = f"installed: {self.name} {self.installed}" if self.installed else f"{self.name} is not installed"
+        return f"{self.holder} {self.holder_version} requires {self.requirement}; {found}"
+
+
+@dataclasses.dataclass(frozen=True)
 class Facts:
     """What gather_facts found. Plain data: JSON-serializable through dataclasses.asdict."""
 
@@ -87,7 +102,7 @@ class Facts:
     cpu_vendor: str | None  # /proc/cpuinfo vendor_id: "GenuineIntel", "AuthenticAMD"; None = unknown
     cpu_model: str | None  # /proc/cpuinfo model name
     distributions: dict[str, str]  # installed STACK_DISTRIBUTIONS -> version
-    unsatisfied_requirements: tuple[str, ...]  # "zentf 2.21.0.0 requires numpy==1.26.4; installed: numpy 2.4.6"
+    unsatisfied_requirements: tuple[UnmetRequirement, ...]
     tensorflow_error: str | None  # why `import tensorflow` failed; None = it imported
     tf_version: str | None
     keras_version: str | None
@@ -131,7 +146,8 @@ def installed_distributions() -> dict[str, str]:
     return found
 
 
-def unsatisfied_requirements(installed: dict[str, str], of: tuple[str, ...] = STACK_DISTRIBUTIONS) -> list[str]:
+def unsatisfied_requirements(installed: dict[str, str],
+                             of: tuple[str, ...] = STACK_DISTRIBUTIONS) -> list[UnmetRequirement]:
     """Requirements of the installed `of` distributions that the installed versions do not meet."""
     from packaging.requirements import Requirement
     from packaging.version import InvalidVersion
@@ -146,15 +162,13 @@ def unsatisfied_requirements(installed: dict[str, str], of: tuple[str, ...] = ST
                 continue  # an extra's requirement, or another platform's
             name = _normalize(requirement.name)
             have = installed.get(name)
-            if have is None:
-                unmet.append(f"{holder} {installed[holder]} requires {requirement}; {name} is not installed")
-                continue
             try:
-                satisfied = requirement.specifier.contains(have, prereleases=True)
+                satisfied = have is not None and requirement.specifier.contains(have, prereleases=True)
             except InvalidVersion:
                 continue
             if not satisfied:
-                unmet.append(f"{holder} {installed[holder]} requires {requirement}; installed: {name} {have}")
+                requirement.marker = None
+                unmet.append(UnmetRequirement(holder, installed[holder], str(requirement), name, have))
     return unmet
 
 
@@ -491,14 +505,12 @@ _KNOWN_HARMLESS_PINS = {
 def check_requirements_met(facts: Facts) -> list[Finding]:
     findings = []
     stack_works = facts.tensorflow_error is None and facts.xla_compiles is not False
-    for line in facts.unsatisfied_requirements:
-        holder, required = line.split(" ", 1)[0], re.split(r"[<>=!~ ;\[]", line.split(" requires ", 1)[1])[0]
-        known = _KNOWN_HARMLESS_PINS.get((holder, _normalize(required)))
+    for unmet in facts.unsatisfied_requirements:
+        known = _KNOWN_HARMLESS_PINS.get((unmet.holder, unmet.name))
         if known and stack_works:
-            findings.append(Finding("requirements_met", "note", line, f"keep it: {known}"))
+            findings.append(Finding("requirements_met", "note", str(unmet), f"keep it: {known}"))
         else:
-            specifier = line.split(" requires ", 1)[1].split(";", 1)[0]
-            findings.append(Finding("requirements_met", "problem", line, f"pip install '{specifier}'"))
+            findings.append(Finding("requirements_met", "problem", str(unmet), f"pip install '{unmet.requirement}'"))
     return findings
 
 
