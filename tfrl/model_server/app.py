@@ -95,6 +95,8 @@ class ModelServerApp:
                 raise errors.invalid_argument(f"Malformed request: {method} {path}")
             version = _version_number(route["version"]) if route["version"] is not None else None
             if name != self.manager.name:
+                if verb == "":
+                    raise errors.not_found(f"Could not find any versions of model {name}")
                 raise errors.not_found(f"Servable not found for request: "
                                        + (f"Specific({name}, {version})" if version is not None else f"Latest({name})"))
             model_label = name
