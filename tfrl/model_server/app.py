@@ -7,7 +7,8 @@
 
 Errors are {"error": "<message>"} with the HTTP status of TF Serving's error code
 (see errors.py): 400 bad request, 404 unknown model, version, label or signature,
-413 body over --max_request_bytes (refused from Content-Length, before reading),
+413 body over --max_request_bytes (refused from Content-Length before reading it, or
+once the chunks read pass the limit),
 503 no version loaded. Two differences from TF Serving, both deliberate: an
 unknown signature and an unknown label get 404 (TF Serving: 400), and NaN or
 Infinity in a float input are a 400 unless --allow_non_finite_inputs.
@@ -18,6 +19,7 @@ Each request is logged at debug level (`-v 1`): method, path, status, latency.
 from __future__ import annotations
 
 import json
+import logging as std_logging
 import re
 import time
 from typing import Any, Awaitable, Callable
@@ -36,6 +38,7 @@ _MODEL_PATH = re.compile(r"/v1/models/(?P<name>[^/:]+)"
                          r"(?P<verb>/metadata|:predict|:classify|:regress)?")
 _INT64_MAX = (1 << 63) - 1
 _JSON_HEADERS = [(b"content-type", b"application/json")]
+_ABSL_LOGGER = std_logging.getLogger("absl")  # the logger absl.logging writes to; -v 1 sets it to DEBUG
 
 Receive = Callable[[], Awaitable[dict]]
 Send = Callable[[dict], Awaitable[None]]
@@ -76,7 +79,6 @@ class ModelServerApp:
         start = time.perf_counter()
         method, path = scope["method"], scope["path"]
         api, model_label = "other", ""
-        headers = _JSON_HEADERS
         try:
             if path == METRICS_PATH:
                 if method != "GET":
@@ -113,18 +115,19 @@ class ModelServerApp:
                 raise errors.ServingError(errors.UNIMPLEMENTED, f"{verb[1:]} is not implemented: use :predict")
             status, response = errors.OK, json.dumps(payload).encode()
         except errors.ServingError as error:
+            # After a 413 uvicorn reads and drops the rest of the body (never buffered) and keeps the connection:
+            # closing it early would break clients that send the whole body before reading the answer.
             status, response = error.code, json.dumps({"error": error.message}).encode()
-            if error.code is errors.BODY_TOO_LARGE:
-                headers = [*_JSON_HEADERS, (b"connection", b"close")]  # do not read the rest of the body
         except _ClientGone:
             return
         except Exception as error:  # a bug or an unexpected TF failure: answer, log, keep serving
             logging.exception("%s %s failed", method, path)
             status, response = errors.INTERNAL, json.dumps({"error": f"Internal error: {error}"}).encode()
-        await _send(send, status.http_status, response, headers)
+        await _send(send, status.http_status, response, _JSON_HEADERS)
         latency_s = time.perf_counter() - start
         self.metrics.request(model_label or "unknown", api, status.name, latency_s * 1e6)
-        logging.debug("%s %s %d %.3f ms", method, path, status.http_status, latency_s * 1e3)
+        if _ABSL_LOGGER.isEnabledFor(std_logging.DEBUG):  # cached by the logger: cheaper than a dropped debug call
+            logging.debug("%s %s %d %.3f ms", method, path, status.http_status, latency_s * 1e3)
 
     async def _read_body(self, scope: dict, receive: Receive) -> bytes:
         limit = self._options.max_request_bytes

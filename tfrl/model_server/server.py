@@ -49,5 +49,5 @@ def uvicorn_server(app: ModelServerApp, graceful_shutdown_timeout_s: float | Non
     graceful_shutdown_timeout_s; None: no limit), closes idle keep-alive connections, then runs the
     lifespan shutdown (polling stopped, model threads joined)."""
     config = uvicorn.Config(app, lifespan="on", access_log=False, log_level="warning", server_header=False,
-                            timeout_graceful_shutdown=graceful_shutdown_timeout_s)
+                            proxy_headers=False, timeout_graceful_shutdown=graceful_shutdown_timeout_s)
     return uvicorn.Server(config)

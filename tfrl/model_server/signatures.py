@@ -49,11 +49,17 @@ class TensorInfo:
     name: str
     dtype: tf.DType
     shape: tuple[int | None, ...] | None  # None: unknown rank
+    family: str | None  # "float", "int", "bool", "string", or None for what JSON cannot carry
+    numpy_dtype: np.dtype | None
+    value_range: tuple[float, float] | None  # (lowest, highest) of a float or integer dtype
 
     @classmethod
     def of(cls, name: str, spec: tf.TensorSpec) -> "TensorInfo":
         rank = spec.shape.rank
-        return cls(name, spec.dtype, None if rank is None else tuple(spec.shape.as_list()))
+        family = _family(spec.dtype)
+        return cls(name, spec.dtype, None if rank is None else tuple(spec.shape.as_list()), family,
+                   np.dtype(spec.dtype.as_numpy_dtype) if family else None,
+                   (spec.dtype.min, spec.dtype.max) if family in ("float", "int") else None)
 
     @property
     def has_batch_dim(self) -> bool:
@@ -243,7 +249,7 @@ def _family(dtype: tf.DType) -> str | None:
 
 def _to_array(value: Any, info: TensorInfo, where: str, allow_non_finite: bool,
               may_hold_booleans: bool) -> np.ndarray:
-    family = _family(info.dtype)
+    family, numpy_dtype = info.family, info.numpy_dtype
     if family is None:
         raise invalid_argument(f"input '{info.name}' has dtype {info.dtype.name}, which JSON cannot carry")
     if family == "string":
@@ -258,19 +264,21 @@ def _to_array(value: Any, info: TensorInfo, where: str, allow_non_finite: bool,
                                f"{_KIND_NAMES.get(array.dtype.kind, array.dtype.name)}")
     if family != "bool" and may_hold_booleans and array.dtype.kind != "O" and _holds_boolean(value):
         raise invalid_argument(f"{where} is not of expected type {info.dtype.name}: got booleans among numbers")
-    numpy_dtype = info.dtype.as_numpy_dtype
     if family == "int" and array.size:
-        limits = np.iinfo(numpy_dtype)
-        if array.min() < limits.min or array.max() > limits.max:
-            raise invalid_argument(f"{where}: a value is outside {info.dtype.name}'s range "
-                                   f"[{limits.min}, {limits.max}]")
-    with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf: reported below
-        array = array.astype(numpy_dtype, copy=False)
-    if family == "float" and not allow_non_finite and array.size and not np.isfinite(array).all():
-        index = tuple(int(i) for i in np.argwhere(~np.isfinite(array))[0])
-        raise invalid_argument(f"{where}: NaN or Infinity (or a number beyond {info.dtype.name}'s range) at index "
-                               f"{list(index)}; the server was started without --allow_non_finite_inputs")
-    return array
+        lowest, highest = info.value_range
+        if array.min() < lowest or array.max() > highest:
+            raise invalid_argument(f"{where}: a value is outside {info.dtype.name}'s range [{lowest}, {highest}]")
+    if family == "float" and array.size and not allow_non_finite:
+        # Checked before the cast: a float64 beyond float32's range would become inf (with a numpy warning).
+        finite = np.isfinite(array) & (np.abs(array) <= info.value_range[1])
+        if not finite.all():
+            index = [int(i) for i in np.argwhere(~finite)[0]]
+            raise invalid_argument(f"{where}: NaN or Infinity (or a number beyond {info.dtype.name}'s range) at "
+                                   f"index {index}; the server was started without --allow_non_finite_inputs")
+    if family == "float" and allow_non_finite and array.dtype.itemsize > numpy_dtype.itemsize:
+        with np.errstate(over="ignore"):  # out of range -> inf, as asked for
+            return array.astype(numpy_dtype)
+    return array.astype(numpy_dtype, copy=False)
 
 
 def _holds_boolean(value: Any) -> bool:
