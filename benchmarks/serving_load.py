@@ -3,14 +3,17 @@
     python benchmarks/serving_load.py                       # exports a LunarLander-sized MLP, starts its own servers
     python benchmarks/serving_load.py --model_base_path=saved_models/lunar --model_name=lunar
 
-For each mode it starts scripts/serve.py in a subprocess (its own GIL) on a free
-port, waits for it, and drives it with this process:
+It starts two servers (scripts/serve.py subprocesses, each with its own GIL, on
+free loopback ports), one with dynamic batching and one without, and drives
+them from this process:
 
-1. latency: one keep-alive connection sending one observation per request,
-   sequentially (--latency_requests after a warm-up): p50/p90/p99 in ms;
+1. latency: one keep-alive connection to the batching server sending one
+   observation per request, sequentially (--latency_requests after a warm-up,
+   60 s at most): p50/p90/p99 in ms;
 2. throughput: --clients connections, each sending one observation per request
    and waiting for the answer before the next (a closed loop), for
-   --duration_seconds; predictions/s with --enable_batching and without.
+   --duration_seconds, alternating between the two servers for --rounds rounds
+   so that both see the same background load; the medians and their ratio.
 
 The client is meant to be cheap, because it shares the machine's cores with the
 server: uvloop (when installed) and asyncio streams with the request bytes made
@@ -173,16 +176,26 @@ async def mean_batch_size(server: Server) -> float | None:
     return round(float(sums["sum"]) / float(sums["count"]), 2) if sums.get("count") else None
 
 
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages (what `uptime` prints): how busy the shared machine was."""
+    return " ".join(pathlib.Path("/proc/loadavg").read_text().split()[:3])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model_name", default="lunar")
     parser.add_argument("--model_base_path", default=None, help="default: export a LunarLander-sized MLP")
     parser.add_argument("--latency_requests", type=int, default=3000)
     parser.add_argument("--clients", type=int, default=64)
-    parser.add_argument("--duration_seconds", type=float, default=10.0)
+    parser.add_argument("--duration_seconds", type=float, default=4.0, help="of each throughput window")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="throughput windows per mode, alternating batching / no batching, so that both see "
+                             "the same background load")
     parser.add_argument("--max_batch_size", type=int, default=128)
     parser.add_argument("--batch_timeout_micros", type=int, default=0)
     parser.add_argument("--num_batch_threads", type=int, default=1)
+    parser.add_argument("--no_batching_threads", type=int, default=None,
+                        help="--num_batch_threads of the no-batching server (default: --num_batch_threads)")
     args = parser.parse_args()
     try:
         import uvloop
@@ -190,32 +203,37 @@ def main() -> None:
     except ImportError:
         pass
 
+    print(json.dumps({"load_average_at_start": load_average()}), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         base_path = pathlib.Path(args.model_base_path) if args.model_base_path else export_model(pathlib.Path(tmp))
-        batching_flags = [f"--max_batch_size={args.max_batch_size}", f"--batch_timeout_micros={args.batch_timeout_micros}",
-                          f"--num_batch_threads={args.num_batch_threads}"]
-        results = {}
-        for mode, flags in (("batching", ["--enable_batching", *batching_flags]),
-                            ("no_batching", ["--noenable_batching", f"--num_batch_threads={args.num_batch_threads}"])):
-            server = Server(args.model_name, base_path, flags)
-            try:
-                if mode == "batching":
-                    latency = asyncio.run(measure_latency(server, args.model_name, args.latency_requests, 60.0))
-                    print(json.dumps({"mode": mode, **latency}), flush=True)
-                    results["latency"] = latency
-                throughput = asyncio.run(measure_throughput(server, args.model_name, args.clients,
+        modes = {
+            "batching": ["--enable_batching", f"--max_batch_size={args.max_batch_size}",
+                         f"--batch_timeout_micros={args.batch_timeout_micros}",
+                         f"--num_batch_threads={args.num_batch_threads}"],
+            "no_batching": ["--noenable_batching",
+                            f"--num_batch_threads={args.no_batching_threads or args.num_batch_threads}"],
+        }
+        servers = {mode: Server(args.model_name, base_path, flags) for mode, flags in modes.items()}
+        try:
+            latency = asyncio.run(measure_latency(servers["batching"], args.model_name, args.latency_requests, 60.0))
+            print(json.dumps({"mode": "batching", "flags": modes["batching"], **latency}), flush=True)
+            rates = {mode: [] for mode in modes}
+            for _ in range(args.rounds):
+                for mode, server in servers.items():
+                    result = asyncio.run(measure_throughput(server, args.model_name, args.clients,
                                                             args.duration_seconds, 100_000))
-                throughput["mean_batch_size"] = asyncio.run(mean_batch_size(server))
-                print(json.dumps({"mode": mode, **throughput}), flush=True)
-                results[mode] = throughput
-            finally:
+                    result["mean_batch_size_so_far"] = asyncio.run(mean_batch_size(server))
+                    print(json.dumps({"mode": mode, "flags": modes[mode], **result}), flush=True)
+                    rates[mode].append(result["predictions_per_s"])
+        finally:
+            for server in servers.values():
                 server.stop()
-    ratio = results["batching"]["predictions_per_s"] / results["no_batching"]["predictions_per_s"]
-    print(f"one client: p50 {results['latency']['p50_ms']} ms, p99 {results['latency']['p99_ms']} ms "
-          f"({results['latency']['requests']} requests)")
-    print(f"{args.clients} clients: batching {results['batching']['predictions_per_s']:.0f} predictions/s "
-          f"(mean batch {results['batching']['mean_batch_size']}), no batching "
-          f"{results['no_batching']['predictions_per_s']:.0f} predictions/s: {ratio:.2f}x")
+    medians = {mode: statistics.median(values) for mode, values in rates.items()}
+    print(json.dumps({"load_average_at_end": load_average()}), flush=True)
+    print(f"one client: p50 {latency['p50_ms']} ms, p99 {latency['p99_ms']} ms ({latency['requests']} requests)")
+    print(f"{args.clients} clients, median of {args.rounds} windows of {args.duration_seconds:g} s: batching "
+          f"{medians['batching']:.0f} predictions/s, no batching {medians['no_batching']:.0f} predictions/s: "
+          f"{medians['batching'] / medians['no_batching']:.2f}x")
 
 
 if __name__ == "__main__":

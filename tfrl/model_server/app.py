@@ -177,7 +177,7 @@ def _parse_json(body: bytes) -> dict:
     if not body.strip():
         raise errors.invalid_argument("JSON Parse error: The document is empty")
     try:
-        request = json.loads(body)
+        request = json.loads(body.decode())  # TF Serving reads UTF-8; decoding first skips json's encoding sniffing
     except (ValueError, RecursionError) as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise errors.invalid_argument(f"JSON Parse error: {error}") from None
     if not isinstance(request, dict):

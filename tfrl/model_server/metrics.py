@@ -54,10 +54,16 @@ class ServerMetrics:
             BATCH_SIZE: ("histogram", "Rows per model call."),
         }
         self._buckets = {REQUEST_LATENCY: LATENCY_BUCKETS_US, BATCH_SIZE: BATCH_SIZE_BUCKETS}
+        self._request_labels: dict[tuple[str, str, str], tuple[Labels, Labels]] = {}
 
     def request(self, model_name: str, api: str, status: str, latency_us: float) -> None:
-        self._increment(REQUEST_COUNT, (("model_name", model_name), ("API", api), ("status", status)))
-        self._observe(REQUEST_LATENCY, (("model_name", model_name), ("API", api), ("entrypoint", "REST")), latency_us)
+        labels = self._request_labels.get((model_name, api, status))
+        if labels is None:  # label tuples made once per combination: this runs for every request
+            labels = self._request_labels[model_name, api, status] = (
+                (("model_name", model_name), ("API", api), ("status", status)),
+                (("model_name", model_name), ("API", api), ("entrypoint", "REST")))
+        self._increment(REQUEST_COUNT, labels[0])
+        self._observe(REQUEST_LATENCY, labels[1], latency_us)
 
     def model_call(self, model_name: str, signature: str, rows: int) -> None:
         labels = (("model_name", model_name), ("signature", signature))
