@@ -148,10 +148,12 @@ async def measure_throughput(server: Server, model_name: str, clients: int, seco
             counts[i] += 1
             errors[0] += status != 200
 
+    rows_before, calls_before = await batch_totals(server)
     start, server_cpu, client_cpu = time.perf_counter(), server.cpu_seconds(), _own_cpu_seconds()
     await asyncio.gather(*(client(i) for i in range(clients)))
     elapsed = time.perf_counter() - start
     server_cpu, client_cpu = server.cpu_seconds() - server_cpu, _own_cpu_seconds() - client_cpu
+    rows, calls = await batch_totals(server)
     for connection in connections:
         connection.close()
     requests = sum(counts)
@@ -159,7 +161,8 @@ async def measure_throughput(server: Server, model_name: str, clients: int, seco
             "errors": errors[0], "predictions_per_s": round(requests / elapsed, 1),
             # CPU time per request, in µs: where the two shared cores went
             "server_cpu_us_per_request": round(server_cpu / requests * 1e6, 1),
-            "client_cpu_us_per_request": round(client_cpu / requests * 1e6, 1)}
+            "client_cpu_us_per_request": round(client_cpu / requests * 1e6, 1),
+            "mean_batch_size": round((rows - rows_before) / max(calls - calls_before, 1), 2)}  # rows per model call
 
 
 def _own_cpu_seconds() -> float:
@@ -167,13 +170,14 @@ def _own_cpu_seconds() -> float:
     return times.user + times.system
 
 
-async def mean_batch_size(server: Server) -> float | None:
+async def batch_totals(server: Server) -> tuple[float, float]:
+    """(rows, model calls) so far, from the server's metrics endpoint."""
     connection = await Connection.open(server.host, server.port, (
         f"GET /monitoring/prometheus/metrics HTTP/1.1\r\nHost: {server.host}\r\n\r\n").encode())
     _, body = await connection.call()
     connection.close()
-    sums = dict(re.findall(r'^:tfrl:serving:batch_size_(sum|count)\{[^}]*\} (\S+)$', body.decode(), re.M))
-    return round(float(sums["sum"]) / float(sums["count"]), 2) if sums.get("count") else None
+    totals = dict(re.findall(r'^:tfrl:serving:batch_size_(sum|count)\{[^}]*\} (\S+)$', body.decode(), re.M))
+    return float(totals.get("sum", 0)), float(totals.get("count", 0))
 
 
 def load_average() -> str:
@@ -222,7 +226,6 @@ def main() -> None:
                 for mode, server in servers.items():
                     result = asyncio.run(measure_throughput(server, args.model_name, args.clients,
                                                             args.duration_seconds, 100_000))
-                    result["mean_batch_size_so_far"] = asyncio.run(mean_batch_size(server))
                     print(json.dumps({"mode": mode, "flags": modes[mode], **result}), flush=True)
                     rates[mode].append(result["predictions_per_s"])
         finally:

@@ -5,7 +5,9 @@ labels stable=1 and canary=2) and a SavedModel made by plain Keras `model.export
 of different dtypes and two outputs. After each bad request the server must still answer correctly.
 """
 
+import ast
 import json
+import pathlib
 import random
 
 import keras
@@ -48,6 +50,34 @@ def keras_export(tmp_path_factory):
         client = Client(port)
         yield client, model
         client.close()
+
+
+def test_the_model_server_imports_no_agent_code():
+    """The tfrl modules tfrl.model_server imports, followed transitively: no agent, no Keras, only TF and the SavedModel."""
+    repo = pathlib.Path(__file__).resolve().parents[1]
+
+    def source(module):
+        path = repo / (module.replace(".", "/") + ".py")
+        return path if path.exists() else repo / module.replace(".", "/") / "__init__.py"
+
+    seen, imported, todo = set(), set(), [f"tfrl.model_server.{p.stem}" for p in (repo / "tfrl/model_server").glob("*.py")]
+    while todo:
+        module = todo.pop()
+        if module in seen or not source(module).exists():
+            continue
+        seen.add(module)
+        for node in ast.walk(ast.parse(source(module).read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            imported.update(names)
+            todo += [name for name in names if name.startswith("tfrl")]
+    assert "tfrl.model_server.versions" in seen and "tfrl.cli" in seen  # the walk followed the imports
+    assert not [m for m in seen if m.startswith(("tfrl.agents", "tfrl.export", "tfrl.networks", "tfrl.runs"))]
+    assert not [name for name in imported if name.split(".")[0] == "keras"]
 
 
 def _assert_still_serving(client: Client) -> None:

@@ -22,7 +22,7 @@ import json
 import logging as std_logging
 import re
 import time
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 from absl import logging
 
@@ -99,8 +99,8 @@ class ModelServerApp:
             if name != self.manager.name:
                 if verb == "":
                     raise errors.not_found(f"Could not find any versions of model {name}")
-                raise errors.not_found(f"Servable not found for request: "
-                                       + (f"Specific({name}, {version})" if version is not None else f"Latest({name})"))
+                servable = f"Specific({name}, {version})" if version is not None else f"Latest({name})"
+                raise errors.not_found(f"Servable not found for request: {servable}")
             model_label = name
             if verb == "":
                 payload = self.manager.status_json(version, route["label"])
