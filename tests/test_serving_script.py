@@ -111,7 +111,13 @@ def test_usage_errors_are_one_line_and_exit_2(tmp_path):
         (["--no_such_flag=1"], "serve.py: error: Unknown command line flag 'no_such_flag'"),
     ]
     processes = [_serve(*args, cwd=tmp_path) for args, _ in cases]
-    for process, (args, expected) in zip(processes, cases):
+    # The tfrl-serve console script's entry point (pyproject [project.scripts]) is the same program.
+    console_script = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.argv[0] = 'tfrl-serve'; from tfrl.model_server.main import run; run()",
+         "--model_name=m"], stderr=subprocess.PIPE, text=True, env=ENV, cwd=tmp_path)
+    cases.append((["(console script)", "--model_name=m"], "tfrl-serve: error: --model_name and --model_base_path "
+                                                          "are required"))
+    for process, (args, expected) in zip([*processes, console_script], cases):
         _, stderr = process.communicate(timeout=120)
         assert process.returncode == 2, (args, stderr[-2000:])
         assert "Traceback" not in stderr
