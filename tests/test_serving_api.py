@@ -311,3 +311,17 @@ def test_metrics_count_requests_and_errors(half):
     count = metric_value(after, ':tensorflow:serving:request_latency_count{model_name="half",API="predict"')
     assert count == metric_value(after, ':tensorflow:serving:request_latency_bucket{model_name="half",API="predict",'
                                         'entrypoint="REST",le="+Inf"}') > 0
+
+
+def test_non_finite_inputs_pass_when_allowed_as_tf_serving_does(tmp_path):
+    """--allow_non_finite_inputs: NaN and out-of-range numbers reach the model (as inf), and come back as JSON NaN."""
+    import tensorflow as tf
+
+    from tfrl.model_server.signatures import load_signatures
+
+    signature = load_signatures(tf.saved_model.load(str(save_half_model(tmp_path / "1"))))["serving_default"]
+    request = signature.parse_request(json.loads('{"instances": [[NaN, 1e39]]}'), allow_non_finite=True)
+    assert request.inputs["x"].dtype == np.float32
+    np.testing.assert_array_equal(request.inputs["x"], [[np.nan, np.inf]])
+    answer = signature.response(signature(request.inputs), request.row_format)
+    assert json.dumps(answer) == '{"predictions": [[NaN, Infinity]]}'  # 0.5 * x + 2

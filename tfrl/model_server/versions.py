@@ -94,7 +94,9 @@ class ServedVersion:
                 on_batch = lambda rows: self._metrics.model_call(self._options.model_name, signature.name, rows)
                 self._batchers[signature.name] = Batcher(signature, self._options.batching, self._threads, on_batch)
             return await self._batchers[signature.name].submit(request.inputs, request.rows)
-        self._metrics.model_call(self._options.model_name, signature.name, request.rows or 1)
+        first = next(iter(request.inputs.values()), None)
+        rows = request.rows or (len(first) if first is not None and first.ndim else 1)
+        self._metrics.model_call(self._options.model_name, signature.name, rows)
         return await self._threads.run(signature, request.inputs)
 
 
