@@ -153,6 +153,7 @@ class ModelServerApp:
     async def _predict(self, version: int | None, label: str | None, body: bytes) -> dict:
         served = self.manager.resolve(version, label)  # this request stays on this version, even across a swap
         served.in_flight += 1
+        self.metrics.predict_started(self.manager.name, +1)
         try:
             request = _parse_json(body)
             signature_name = request.get("signature_name", DEFAULT_SIGNATURE)
@@ -171,6 +172,7 @@ class ModelServerApp:
             return signature.response(outputs, parsed.row_format)
         finally:
             served.in_flight -= 1
+            self.metrics.predict_started(self.manager.name, -1)
 
 
 def _parse_json(body: bytes) -> dict:

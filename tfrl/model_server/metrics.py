@@ -6,10 +6,11 @@ Served at GET /monitoring/prometheus/metrics, as TF Serving does with
     :tensorflow:serving:request_count{model_name, API, status}       counter; status is OK or the error code
     :tensorflow:serving:request_latency{model_name, API, entrypoint}  histogram, in microseconds
 
-and two of tfrl's own show what dynamic batching did:
+and three of tfrl's own show what dynamic batching did and what is running:
 
     :tfrl:serving:model_calls{model_name, signature}                   counter of model calls
     :tfrl:serving:batch_size{model_name, signature}                    histogram of rows per model call
+    :tfrl:serving:predicts_in_flight{model_name}                       gauge: predict requests being answered
 
 Everything is updated from the serving event loop only, so no locks. Written by
 hand: five metrics do not need prometheus_client.
@@ -28,6 +29,7 @@ REQUEST_COUNT = ":tensorflow:serving:request_count"
 REQUEST_LATENCY = ":tensorflow:serving:request_latency"
 MODEL_CALLS = ":tfrl:serving:model_calls"
 BATCH_SIZE = ":tfrl:serving:batch_size"
+PREDICTS_IN_FLIGHT = ":tfrl:serving:predicts_in_flight"
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -52,6 +54,7 @@ class ServerMetrics:
             REQUEST_LATENCY: ("histogram", "REST request latency in microseconds, body read to answer sent."),
             MODEL_CALLS: ("counter", "Model calls (one per batch when batching)."),
             BATCH_SIZE: ("histogram", "Rows per model call."),
+            PREDICTS_IN_FLIGHT: ("gauge", "Predict requests routed to a version and not answered yet."),
         }
         self._buckets = {REQUEST_LATENCY: LATENCY_BUCKETS_US, BATCH_SIZE: BATCH_SIZE_BUCKETS}
         self._request_labels: dict[tuple[str, str, str], tuple[Labels, Labels]] = {}
@@ -70,8 +73,11 @@ class ServerMetrics:
         self._increment(MODEL_CALLS, labels)
         self._observe(BATCH_SIZE, labels, rows)
 
-    def counter(self, name: str, **labels: str) -> int:
-        return self._counters[name].get(tuple(labels.items()), 0)
+    def predict_started(self, model_name: str, delta: int) -> None:
+        """delta=+1 when a predict request is routed to a version, -1 when it is answered."""
+        gauge = self._counters[PREDICTS_IN_FLIGHT]
+        labels = (("model_name", model_name),)
+        gauge[labels] = gauge.get(labels, 0) + delta
 
     def _increment(self, name: str, labels: Labels) -> None:
         counters = self._counters[name]
