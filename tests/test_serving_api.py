@@ -14,6 +14,7 @@ import keras
 import numpy as np
 import pytest
 
+pytest.importorskip("uvicorn", reason="the serve extra (uvicorn) is not installed: pip install -e '.[serve]'")
 from serving_helpers import Client, metric_value, running_server, save_half_model
 from tfrl.model_server.options import ServerOptions
 

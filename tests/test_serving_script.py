@@ -50,6 +50,7 @@ def _export_cartpole_policy(base_path: pathlib.Path) -> pathlib.Path:
 
 
 def test_sigterm_lets_the_request_in_flight_finish_and_exits_0(tmp_path):
+    pytest.importorskip("uvicorn", reason="the serve extra (uvicorn) is not installed: pip install -e '.[serve]'")
     version_dir = _export_cartpole_policy(tmp_path / "saved_models")
     broken = tmp_path / "broken"
     (broken / "1").mkdir(parents=True)

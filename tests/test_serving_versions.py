@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 
+pytest.importorskip("uvicorn", reason="the serve extra (uvicorn) is not installed: pip install -e '.[serve]'")
 from serving_helpers import Client, copy_version_into_place, metric_value, running_server, save_half_model
 from tfrl.model_server.batching import Batcher, ModelThreads
 from tfrl.model_server.options import BatchingOptions, ServerOptions
