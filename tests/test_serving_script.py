@@ -106,7 +106,7 @@ def test_sigterm_lets_the_request_in_flight_finish_and_exits_0(tmp_path):
     np.testing.assert_allclose([row["q_values"] for row in answer["body"]["predictions"]],
                                expected["q_values"].numpy(), rtol=1e-6)
     assert server.returncode == 0, stderr[-3000:]
-    assert "stopped by SIGTERM: in-flight requests finished" in stdout
+    assert "stopped by SIGTERM (graceful shutdown)" in stdout
 
     _, broken_stderr = broken_server.communicate(timeout=120)
     assert broken_server.returncode == 2, broken_stderr[-3000:]

@@ -100,7 +100,7 @@ def main(argv):
         signal.signal(sig, lambda signum, frame: stopped_by.append(signum))
     server.uvicorn_server(app, FLAGS.graceful_shutdown_timeout_seconds).run(sockets=[sock])
     if stopped_by:
-        print(f"stopped by {signal.Signals(stopped_by[0]).name}: in-flight requests finished", flush=True)
+        print(f"stopped by {signal.Signals(stopped_by[0]).name} (graceful shutdown)", flush=True)
     sys.exit(0)
 
 
