@@ -208,11 +208,13 @@ def replica_mean(strategy: tf.distribute.Strategy, local_replicas: int, replica_
     """Runs replica_fn(*shards) on every replica, each on its shard of each batch tensor; returns the mean,
     over all replicas of all workers, of each tensor replica_fn returns (a nest of tensors)."""
     def on_replica(*worker_batch):
-        return replica_fn(*(local_shard(tensor, local_replicas) for tensor in worker_batch))
+        outputs = replica_fn(*(local_shard(tensor, local_replicas) for tensor in worker_batch))
+        # One batched all-reduce of the whole nest (TF packs the tensors), not one collective per tensor.
+        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN, outputs)
 
     per_replica = strategy.run(on_replica, args=batch)
-    return tf.nest.map_structure(lambda value: strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None),
-                                 per_replica)
+    # Every replica now holds the same values: take this worker's first copy.
+    return tf.nest.map_structure(lambda value: strategy.experimental_local_results(value)[0], per_replica)
 
 
 def check_batch_split(batch_name: str, batch_size: int, local_replicas: int) -> None:
