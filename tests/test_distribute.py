@@ -1,5 +1,8 @@
 """Tests for tfrl.distribute and the --strategy flags.
 
+Every subprocess of this file (5: TF's import alone costs ~5 s of CPU each) starts at once, in the module
+fixture `launches`; each test waits for the one it checks.
+
 - Flag and TF_CONFIG validation: pure, no TF device touched.
 - Mirrored on two logical CPU devices makes the same update as one device, for DQN and A2C (a subprocess:
   logical devices must be configured before TF initializes).
@@ -8,7 +11,6 @@
 - Bad combinations through scripts/train.py exit with code 2 and write nothing.
 """
 
-import concurrent.futures
 import json
 import os
 import pathlib
@@ -176,11 +178,10 @@ print(json.dumps({"replicas": mirrored.strategy.num_replicas_in_sync, "results":
 
 
 @pytest.fixture(scope="module")
-def equivalence():
-    completed = subprocess.run([sys.executable, "-c", textwrap.dedent(_EQUIVALENCE_SCRIPT)], capture_output=True,
-                               text=True, env=_env(), cwd=REPO_ROOT, timeout=300)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+def equivalence(launches):
+    returncode, stdout, stderr = launches.result("equivalence")
+    assert returncode == 0, stderr[-3000:]
+    return json.loads(stdout.strip().splitlines()[-1])
 
 
 def _max_difference(weights_a, weights_b):
@@ -232,29 +233,8 @@ _WORKER_ARGS = [
 
 
 @pytest.fixture(scope="module")
-def two_workers(tmp_path_factory):
-    root = tmp_path_factory.mktemp("multi_worker")
-    addresses = [f"127.0.0.1:{port}" for port in _free_ports(2)]
-    processes = []
-    for index in range(2):
-        temp_dir = root / f"tmp{index}"  # TMPDIR: where a non-chief worker checkpoints, then deletes
-        temp_dir.mkdir()
-        processes.append(subprocess.Popen(
-            [sys.executable, TRAIN, *_WORKER_ARGS, f"--run_dir={root / f'run{index}'}"], cwd=root,
-            env=_env(_tf_config(addresses, index), TMPDIR=str(temp_dir)), stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True))
-    outputs = []
-    try:
-        for process in processes:
-            # A worker waiting forever on a collective (e.g. its peer died) must fail the test, not block CI.
-            stdout, stderr = process.communicate(timeout=300)
-            outputs.append((process.returncode, stdout, stderr))
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
-    return root, outputs
+def two_workers(launches):
+    return launches.root, [launches.result(f"worker{index}") for index in range(2)]
 
 
 def test_two_workers_end_with_identical_variables(two_workers):
@@ -289,6 +269,7 @@ def test_only_the_chief_wrote_files(two_workers):
                                                      "saved_models"}
     assert (chief_dir / "saved_models" / "dqn-CartPole-v1" / "1" / "saved_model.pb").exists()
     assert not (root / "run1").exists()  # the worker's --run_dir: never created
+    assert not (root / "bad").exists()
     assert sorted(p.name for p in root.iterdir()) == ["run0", "tmp0", "tmp1"]  # nothing else in the working dir
     assert list((root / "tmp1").iterdir()) == []  # the worker's temporary checkpoints are gone
     assert "run_dir=none (not the chief)" in outputs[1][1]
@@ -301,34 +282,69 @@ _BAD_LAUNCHES = [
     # (case, extra arguments, TF_CONFIG or None, what the one error line must contain)
     ("mirrored_on_one_device", ["--strategy=mirrored"], None,
      "--strategy=mirrored needs at least 2 devices, but only CPU:0 is visible"),
-    ("bad_tf_config", ["--strategy=multi_worker"], "{'cluster': ", "TF_CONFIG is not valid JSON"),
     ("batch_not_divisible", ["--strategy=mirrored", "--logical_cpus=2", "--hp=batch_size=33"], None,
      "batch_size = 33 does not split evenly over this worker's 2 replicas; make it a multiple of 2"),
 ]
 
 
-@pytest.fixture(scope="module")
-def bad_launches(tmp_path_factory):
-    root = tmp_path_factory.mktemp("bad_launches")
-
-    def launch(case):
-        name, args, tf_config, _ = case
-        env = _env(tf_config)
-        run_dir = root / name
-        completed = subprocess.run([sys.executable, TRAIN, "--agent=dqn", "--env=CartPole-v1", *args,
-                                    f"--run_dir={run_dir}"], capture_output=True, text=True, cwd=REPO_ROOT,
-                                   env=env, timeout=180)
-        return name, (completed, run_dir)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(launch, _BAD_LAUNCHES))
-
-
 @pytest.mark.parametrize("name, message", [(case[0], case[3]) for case in _BAD_LAUNCHES])
-def test_bad_combination_exits_2_and_writes_nothing(bad_launches, name, message):
-    completed, run_dir = bad_launches[name]
-    assert completed.returncode == 2, completed.stderr[-2000:]
-    errors = [line for line in completed.stderr.splitlines() if line.startswith("train.py: error: ")]
-    assert len(errors) == 1 and message in errors[0], completed.stderr[-2000:]
-    assert "Traceback" not in completed.stderr
-    assert not run_dir.exists()
+def test_bad_combination_exits_2_and_writes_nothing(launches, name, message):
+    returncode, _, stderr = launches.result(name)
+    assert returncode == 2, stderr[-2000:]
+    errors = [line for line in stderr.splitlines() if line.startswith("train.py: error: ")]
+    assert len(errors) == 1 and message in errors[0], stderr[-2000:]
+    assert "Traceback" not in stderr
+    assert not (launches.root / "bad" / name).exists()
+
+
+# --- all subprocesses at once -------------------------------------------------------------
+
+class _Launches:
+    """Subprocesses started together; result(name) waits for one (with a timeout: a hang fails the test)."""
+
+    def __init__(self, root: pathlib.Path):
+        self.root = root
+        self._processes: dict[str, subprocess.Popen] = {}
+        self._results: dict[str, tuple[int, str, str]] = {}
+
+    def start(self, name, args, env, cwd):
+        self._processes[name] = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                                 stderr=subprocess.PIPE, text=True)
+
+    def result(self, name) -> tuple[int, str, str]:
+        if name not in self._results:
+            process = self._processes[name]
+            try:
+                stdout, stderr = process.communicate(timeout=400)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                stdout, stderr = process.communicate()
+                pytest.fail(f"{name} did not finish within 400 s (a worker waiting on a collective?): {stderr[-2000:]}")
+            self._results[name] = (process.returncode, stdout, stderr)
+        return self._results[name]
+
+    def kill_all(self):
+        for process in self._processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+
+
+@pytest.fixture(scope="module")
+def launches(tmp_path_factory):
+    root = tmp_path_factory.mktemp("distribute")
+    launches = _Launches(root)
+    # The two workers first: they wait for each other.
+    addresses = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    for index in range(2):
+        temp_dir = root / f"tmp{index}"  # TMPDIR: where a non-chief worker checkpoints, then deletes
+        temp_dir.mkdir()
+        launches.start(f"worker{index}", [sys.executable, TRAIN, *_WORKER_ARGS, f"--run_dir={root / f'run{index}'}"],
+                       env=_env(_tf_config(addresses, index), TMPDIR=str(temp_dir)), cwd=root)
+    launches.start("equivalence", [sys.executable, "-c", textwrap.dedent(_EQUIVALENCE_SCRIPT)], env=_env(),
+                   cwd=REPO_ROOT)
+    for name, args, tf_config, _ in _BAD_LAUNCHES:
+        launches.start(name, [sys.executable, TRAIN, "--agent=dqn", "--env=CartPole-v1", *args,
+                              f"--run_dir={root / 'bad' / name}"], env=_env(tf_config), cwd=REPO_ROOT)
+    yield launches
+    launches.kill_all()
