@@ -22,12 +22,13 @@ import textwrap
 
 import numpy as np
 import pytest
+from absl import flags
 
 from tfrl import distribute
 from tfrl.agents.dqn import loop as dqn_loop
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.distribute import ClusterTask, DistributeConfigError
-from tfrl.runtime import Runtime, RuntimeOptions, validate_options
+from tfrl.runtime import Runtime, RuntimeOptions, define_flags, options_from_flags, validate_options
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 TRAIN = str(REPO_ROOT / "scripts" / "train.py")
@@ -65,6 +66,15 @@ def test_bad_strategy_flags_are_rejected_before_tf_starts(options, message, monk
     monkeypatch.delenv("TF_CONFIG", raising=False)
     with pytest.raises(DistributeConfigError, match=re.escape(message)):
         validate_options(options)
+
+
+def test_strategy_flags_round_trip():
+    flag_values = flags.FlagValues()
+    define_flags(flag_values)
+    flag_values(["prog", "--strategy=mirrored", "--cross_device_ops=hierarchical_copy", "--logical_cpus=2"])
+    assert options_from_flags(flag_values) == RuntimeOptions(strategy="mirrored", cross_device_ops="hierarchical_copy",
+                                                             logical_cpus=2)
+    assert RuntimeOptions().strategy == "default"  # the fast path unless asked
 
 
 @pytest.mark.parametrize("tf_config, message", [
@@ -133,8 +143,15 @@ from tfrl.envs import EnvInfo
 mirrored = runtime_lib.apply(RuntimeOptions(logical_cpus=2, strategy="mirrored", cross_device_ops="reduce_to_one"))
 single = Runtime(options=dataclasses.replace(mirrored.options, strategy="default", cross_device_ops="auto"),
                  device_name="/device:CPU:0")
-runtimes = {"single": single, "mirrored": mirrored,
-            "mirrored_xla": dataclasses.replace(mirrored, options=dataclasses.replace(mirrored.options, xla=True))}
+# A second MirroredStrategy over the same two CPUs (apply() accepts the same device configuration again).
+mirrored_xla = runtime_lib.apply(RuntimeOptions(logical_cpus=2, strategy="mirrored", xla=True,
+                                                cross_device_ops="hierarchical_copy"))
+runtimes = {"single": single, "mirrored": mirrored, "mirrored_xla": mirrored_xla}
+try:  # TF has no CPU kernel for NcclAllReduce: refused up front instead of failing at the first step
+    runtime_lib.apply(RuntimeOptions(logical_cpus=2, strategy="mirrored", cross_device_ops="nccl"))
+    nccl_error = None
+except Exception as e:
+    nccl_error = f"{type(e).__name__}: {e}"
 env = EnvInfo("CartPole-v1", (4,), 2)
 rng = np.random.default_rng(0)
 k, b = 3, 8  # 3 gradient steps per call on batches of 8: 4 rows per replica
@@ -173,7 +190,10 @@ for name in ("mirrored", "mirrored_xla"):
     results[name] = train(runtimes[name], reference)[1]
 # What one replica alone would have done: the first half of each batch.
 results["single_half_batch"] = train(single, reference, rows=slice(0, b // 2))[1]
-print(json.dumps({"replicas": mirrored.strategy.num_replicas_in_sync, "results": results}))
+print(json.dumps({"replicas": [runtimes[name].strategy.num_replicas_in_sync for name in ("mirrored", "mirrored_xla")],
+                  "cross_device_ops": [type(runtimes[name].strategy.extended._cross_device_ops).__name__
+                                       for name in ("mirrored", "mirrored_xla")],
+                  "nccl_error": nccl_error, "results": results}))
 """
 
 
@@ -188,9 +208,11 @@ def _max_difference(weights_a, weights_b):
     return max(float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in zip(weights_a, weights_b))
 
 
+# mirrored: --cross_device_ops=reduce_to_one; mirrored_xla: --xla (jit per replica) with hierarchical_copy.
 @pytest.mark.parametrize("name", ["mirrored", "mirrored_xla"])
 def test_mirrored_on_two_cpus_makes_the_single_device_update(equivalence, name):
-    assert equivalence["replicas"] == 2
+    assert equivalence["replicas"] == [2, 2]
+    assert equivalence["cross_device_ops"] == ["ReductionToOneDevice", "HierarchicalCopyAllReduce"]
     single, mirrored = equivalence["results"]["single"], equivalence["results"][name]
     assert mirrored["copies"] == 2  # each variable really lives on both logical CPUs
     assert mirrored["gradient_steps"] == single["gradient_steps"] == 6
@@ -200,6 +222,12 @@ def test_mirrored_on_two_cpus_makes_the_single_device_update(equivalence, name):
     assert _max_difference(mirrored["a2c_weights"], single["a2c_weights"]) < 1e-5
     for key, value in single["a2c_metrics"].items():
         assert mirrored["a2c_metrics"][key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+
+
+def test_nccl_between_cpus_is_refused(equivalence):
+    assert equivalence["nccl_error"] == (
+        "DistributeConfigError: --cross_device_ops=nccl all-reduces between GPUs, and none is visible "
+        "(CPU:0, CPU:1); use reduce_to_one, hierarchical_copy or auto on CPUs")
 
 
 def test_the_comparison_tells_one_replica_from_both(equivalence):

@@ -164,9 +164,10 @@ def local_strategy(strategy: str, device_name: str, cross_device_ops: str) -> tf
         raise DistributeConfigError(
             f"--strategy=mirrored needs at least 2 devices, but only {names} is visible; on a CPU-only machine "
             "split the CPU with --logical_cpus=2, or use --strategy=default")
-    if cross_device_ops in ("nccl", "hierarchical_copy") and not gpus:
-        raise DistributeConfigError(f"--cross_device_ops={cross_device_ops} all-reduces between GPUs, and none is "
-                                    f"visible ({names}); use --cross_device_ops=reduce_to_one (or auto) on CPUs")
+    if cross_device_ops == "nccl" and not gpus:
+        # TF has no CPU kernel for NcclAllReduce; the op would fail at the first step.
+        raise DistributeConfigError(f"--cross_device_ops=nccl all-reduces between GPUs, and none is visible "
+                                    f"({names}); use reduce_to_one, hierarchical_copy or auto on CPUs")
     reduce_ops = {
         "auto": None,  # TF's choice: NCCL between GPUs where it can, else reduction to one device
         # On a ROCm build of TensorFlow, NcclAllReduce runs on RCCL, AMD's implementation of the NCCL API.

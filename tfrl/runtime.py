@@ -113,11 +113,8 @@ def _parse_visible_gpus(visible_gpus: str | None) -> list[int] | None:
     return indices
 
 
-def validate_options(options: RuntimeOptions) -> distribute.ClusterTask:
-    """Checks that need no TF device initialization; raises RuntimeConfigError or DistributeConfigError.
-
-    Returns this process's place in the cluster (from TF_CONFIG for --strategy=multi_worker).
-    """
+def validate_options(options: RuntimeOptions) -> None:
+    """Checks that need no TF device initialization; raises RuntimeConfigError or DistributeConfigError."""
     kind, index = _parse_device(options.device)
     if options.mixed_precision not in PRECISION_POLICIES:
         raise RuntimeConfigError(
@@ -148,6 +145,11 @@ def validate_options(options: RuntimeOptions) -> distribute.ClusterTask:
             f"--device={options.device} but --logical_cpus={options.logical_cpus} makes only "
             f"CPU:0..CPU:{options.logical_cpus - 1}; raise --logical_cpus to at least {index + 1}"
         )
+    _cluster_task(options)
+
+
+def _cluster_task(options: RuntimeOptions) -> distribute.ClusterTask:
+    """This process's place in the cluster (from TF_CONFIG for --strategy=multi_worker); validates the strategy flags."""
     return distribute.validate(options.strategy, options.device, options.cross_device_ops, options.collective,
                                os.environ.get("TF_CONFIG"))
 
@@ -344,7 +346,8 @@ def pluggable_devices() -> list[str]:
 
 def apply(options: RuntimeOptions) -> Runtime:
     """Validates and applies `options` to this process's TF; call before any TF op."""
-    cluster = validate_options(options)
+    validate_options(options)
+    cluster = _cluster_task(options)
     _set_threads(options)
     gpus = _set_visible_gpus(options.visible_gpus)
     _set_gpu_memory(gpus, options)
