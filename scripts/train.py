@@ -143,6 +143,9 @@ def main(argv):
         if FLAGS["preset"].present:
             raise UsageError("--resume takes the config from the run's config.json; drop --preset")
         take_saved_flags(saved[1])
+        if FLAGS.strategy == "multi_worker":  # saved by a multi_worker run
+            raise UsageError(f"--resume: {run_dir_arg} is a multi_worker run, and those cannot resume; "
+                             "start a new --run_dir")
     if not FLAGS.agent or not FLAGS.env:
         raise UsageError("--agent and --env are required, e.g. --agent=dqn --env=LunarLander-v2")
     if FLAGS.vector_mode not in envs.VECTOR_MODES:

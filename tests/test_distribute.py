@@ -1,6 +1,6 @@
 """Tests for tfrl.distribute and the --strategy flags.
 
-Every subprocess of this file (5: TF's import alone costs ~5 s of CPU each) starts at once, in the module
+Every subprocess of this file (6: TF's import alone costs ~5 s of CPU each) starts at once, in the module
 fixture `launches`; each test waits for the one it checks.
 
 - Flag and TF_CONFIG validation: pure, no TF device touched.
@@ -8,6 +8,7 @@ fixture `launches`; each test waits for the one it checks.
   logical devices must be configured before TF initializes).
 - Two local worker processes with TF_CONFIG on loopback ports run scripts/train.py and end with identical
   variables; only the chief wrote files. Every subprocess has a timeout, so a hang fails instead of blocking.
+- An A2C run under mirrored through scripts/train.py checkpoints and exports.
 - Bad combinations through scripts/train.py exit with code 2 and write nothing.
 """
 
@@ -317,10 +318,31 @@ def test_only_the_chief_wrote_files(two_workers):
     assert (chief_dir / "saved_models" / "dqn-CartPole-v1" / "1" / "saved_model.pb").exists()
     assert not (root / "run1").exists()  # the worker's --run_dir: never created
     assert not (root / "bad").exists()
-    assert sorted(p.name for p in root.iterdir()) == ["run0", "tmp0", "tmp1"]  # nothing else in the working dir
+    # Nothing else in the workers' working directory (mirrored_a2c: the single-process mirrored run's).
+    assert sorted(p.name for p in root.iterdir() if p.name != "mirrored_a2c") == ["run0", "tmp0", "tmp1"]
     assert list((root / "tmp1").iterdir()) == []  # the worker's temporary checkpoints are gone
     assert "run_dir=none (not the chief)" in outputs[1][1]
     assert "exported:" in outputs[0][1] and "exported:" not in outputs[1][1]
+
+
+# --- mirrored through scripts/train.py ------------------------------------------------------
+
+_MIRRORED_A2C_ARGS = [
+    "--agent=a2c", "--env=CartPole-v1", "--strategy=mirrored", "--logical_cpus=2", "--hp=total_env_steps=160",
+    "--hp=hidden_sizes=16", "--hp=num_envs=2", "--hp=n_steps=4", "--hp=log_interval=80", "--hp=eval_interval=0",
+    "--hp=final_eval_episodes=2", "--hp=checkpoint_interval=80",
+]
+
+
+def test_mirrored_a2c_run_checkpoints_and_exports(launches):
+    returncode, stdout, stderr = launches.result("mirrored_a2c")
+    assert returncode == 0, stderr[-3000:]
+    assert "strategy: MirroredStrategy, 2 replica(s) in sync, local devices: CPU:0, CPU:1" in stderr
+    run_dir = launches.root / "mirrored_a2c"
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["kind"] == "final_eval" and records[-1]["updates"] == 160 // 8
+    assert (run_dir / "saved_models" / "a2c-CartPole-v1" / "1" / "saved_model.pb").exists()
+    assert "variables_sha256" not in stdout  # one process: no digest line
 
 
 # --- bad combinations through scripts/train.py: exit 2, nothing written ---------------------
@@ -390,6 +412,8 @@ def launches(tmp_path_factory):
                        env=_env(_tf_config(addresses, index), TMPDIR=str(temp_dir)), cwd=root)
     launches.start("equivalence", [sys.executable, "-c", textwrap.dedent(_EQUIVALENCE_SCRIPT)], env=_env(),
                    cwd=REPO_ROOT)
+    launches.start("mirrored_a2c", [sys.executable, TRAIN, *_MIRRORED_A2C_ARGS, f"--run_dir={root / 'mirrored_a2c'}"],
+                   env=_env(), cwd=REPO_ROOT)
     for name, args, tf_config, _ in _BAD_LAUNCHES:
         launches.start(name, [sys.executable, TRAIN, "--agent=dqn", "--env=CartPole-v1", *args,
                               f"--run_dir={root / 'bad' / name}"], env=_env(tf_config), cwd=REPO_ROOT)
