@@ -10,6 +10,11 @@ same command again with the same --run_dir (or `--resume --run_dir=DIR`, which
 takes everything from DIR/config.json) and it continues from the newest
 checkpoint; a --run_dir that holds a run with a different config is an error.
 At the end the greedy policy is exported as a SavedModel (tfrl.export).
+
+--strategy=multi_worker (docs/distributed.md): run the same command on every worker, each with its own
+TF_CONFIG. Only the chief writes --run_dir (config, metrics, TensorBoard, checkpoints, export); the other
+workers checkpoint into a temporary directory that is deleted at the end, and write nothing else. Each
+worker prints the SHA-256 of its final checkpoint's variables: equal digests = workers in sync.
 """
 
 from __future__ import annotations
@@ -17,13 +22,15 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import os
 import pathlib
+import tempfile
 
 import keras
 from absl import flags, logging
 
 import tfrl
-from tfrl import agents, checkpoints, cli, config as config_lib, envs, runs, runtime as runtime_lib
+from tfrl import agents, checkpoints, cli, config as config_lib, distribute, envs, runs, runtime as runtime_lib
 from tfrl.errors import UsageError
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -110,10 +117,22 @@ def prepare_run_dir(agent_name: str, env_id: str) -> pathlib.Path:
     return run_dir
 
 
+def is_chief() -> bool:
+    """False on the non-chief workers of --strategy=multi_worker: they write nothing in --run_dir."""
+    return FLAGS.strategy != "multi_worker" or distribute.parse_tf_config(os.environ.get("TF_CONFIG")).is_chief
+
+
 def main(argv):
     cli.no_extra_args(argv)
-    run_dir_arg = pathlib.Path(FLAGS.run_dir) if FLAGS.run_dir else None
+    chief = is_chief()
+    if FLAGS.strategy == "multi_worker" and FLAGS.resume:
+        raise UsageError("--resume is not supported with --strategy=multi_worker: the other workers' replay and "
+                         "env state are not checkpointed; start a new --run_dir")
+    run_dir_arg = pathlib.Path(FLAGS.run_dir) if FLAGS.run_dir and chief else None
     saved = saved_run(run_dir_arg)
+    if saved is not None and FLAGS.strategy == "multi_worker" and checkpoints.latest_checkpoint_number(run_dir_arg):
+        raise UsageError(f"--run_dir {run_dir_arg} holds checkpoints, and a multi_worker run cannot resume; "
+                         "use a new --run_dir")
     if FLAGS.resume:
         if run_dir_arg is None:
             raise UsageError("--resume needs --run_dir, the run to continue")
@@ -124,6 +143,9 @@ def main(argv):
         if FLAGS["preset"].present:
             raise UsageError("--resume takes the config from the run's config.json; drop --preset")
         take_saved_flags(saved[1])
+        if FLAGS.strategy == "multi_worker":  # saved by a multi_worker run
+            raise UsageError(f"--resume: {run_dir_arg} is a multi_worker run, and those cannot resume; "
+                             "start a new --run_dir")
     if not FLAGS.agent or not FLAGS.env:
         raise UsageError("--agent and --env are required, e.g. --agent=dqn --env=LunarLander-v2")
     if FLAGS.vector_mode not in envs.VECTOR_MODES:
@@ -144,8 +166,17 @@ def main(argv):
             raise UsageError(f"--run_dir {run_dir_arg} holds a run with a different config (requested != saved: "
                              f"{'; '.join(differences)}); {advice}")
     runtime = runtime_lib.apply(runtime_options)  # validates first; raises before anything is written
-    keras.utils.set_random_seed(FLAGS.seed)  # Python, NumPy and TF global seeds: network initialization
-    run_dir = prepare_run_dir(FLAGS.agent, env_id)
+    entry.check_runtime(config, runtime)
+    # Python, NumPy and TF global seeds: network initialization (under multi_worker, the chief's initial
+    # values are broadcast to every worker when the variables are created).
+    keras.utils.set_random_seed(FLAGS.seed)
+    if chief:
+        run_dir = prepare_run_dir(FLAGS.agent, env_id)
+    else:
+        # The loop checkpoints as on the chief (TF's pattern for non-chief workers: a temporary directory);
+        # TemporaryDirectory deletes it when main returns or raises.
+        worker_dir = tempfile.TemporaryDirectory(prefix="tfrl-worker-")
+        run_dir = pathlib.Path(worker_dir.name)
 
     if saved is None:
         resolved = {
@@ -163,11 +194,20 @@ def main(argv):
         logging.info("%s holds this run already: %s", run_dir,
                      f"resuming from its newest loadable checkpoint (newest: {number})" if number
                      else "no checkpoint yet, starting over")
-    result = entry.train(config, env_id, FLAGS.seed, runtime, run_dir, vector_mode=FLAGS.vector_mode)
+    # Each worker its own env, exploration and replay seeds; the chief's are --seed.
+    result = entry.train(config, env_id, runtime.worker_seed(FLAGS.seed), runtime, run_dir,
+                         vector_mode=FLAGS.vector_mode)
     print(f"final evaluation: env={env_id} episodes={result['episodes']} "
           f"return={result['return_mean']:.2f} +/- {result['return_std']:.2f} "
-          f"env_steps={result['env_step']} wall_time_s={result['wall_time_s']:.1f} run_dir={run_dir}", flush=True)
-    export_final_policy(run_dir, FLAGS.agent, env_id)
+          f"env_steps={result['env_step']} wall_time_s={result['wall_time_s']:.1f} "
+          f"run_dir={run_dir if chief else 'none (not the chief)'}", flush=True)
+    if runtime.cluster.num_workers > 1:
+        number = checkpoints.latest_checkpoint_number(run_dir)
+        prefix = run_dir / checkpoints.CHECKPOINT_DIR / f"ckpt-{number}"
+        print(f"final checkpoint: task={runtime.cluster.task} variables_sha256={distribute.checkpoint_digest(prefix)}",
+              flush=True)
+    if chief:
+        export_final_policy(run_dir, FLAGS.agent, env_id)
 
 
 def export_final_policy(run_dir: pathlib.Path, agent_name: str, env_id: str) -> None:

@@ -13,10 +13,11 @@ from tfrl.errors import UsageError
 class AgentEntry:
     config_cls: type
     train: Callable[..., dict]  # train(config, env_id, seed, runtime, run_dir, vector_mode, progress_bar)
+    check_runtime: Callable[..., None]  # check_runtime(config, runtime): UsageError if it cannot train there
 
 
 _AGENTS = {
-    # name: (module with the config class, config class name, module with train())
+    # name: (module with the config class, config class name, module with train() and check_runtime())
     "dqn": ("tfrl.agents.dqn.config", "DQNConfig", "tfrl.agents.dqn.loop"),
     "a2c": ("tfrl.agents.a2c.config", "A2CConfig", "tfrl.agents.a2c.loop"),
 }
@@ -29,4 +30,5 @@ def get(name: str) -> AgentEntry:
         raise UsageError(f"--agent: unknown agent {name!r}; choose one of {', '.join(AGENT_NAMES)}")
     config_module, config_cls, loop_module = _AGENTS[name]
     config_cls: Any = getattr(importlib.import_module(config_module), config_cls)
-    return AgentEntry(config_cls=config_cls, train=importlib.import_module(loop_module).train)
+    loop = importlib.import_module(loop_module)
+    return AgentEntry(config_cls=config_cls, train=loop.train, check_runtime=loop.check_runtime)

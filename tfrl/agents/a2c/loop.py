@@ -28,7 +28,8 @@ import numpy as np
 from tfrl import checkpoints, envs, evaluation, networks
 from tfrl.agents.a2c.actor import A2CActor
 from tfrl.agents.a2c.config import A2CConfig
-from tfrl.agents.a2c.learning import A2CLearner, bootstrap_truncated, explained_variance, n_step_advantages
+from tfrl.agents.a2c.learning import (A2CLearner, bootstrap_truncated, check_distribution, explained_variance,
+                                      n_step_advantages)
 from tfrl.deadlines import next_deadline
 from tfrl.metrics import MetricsLogger
 from tfrl.runtime import Runtime
@@ -44,6 +45,14 @@ def learning_rate_at(env_step: int, config: A2CConfig) -> float:
     if config.lr_schedule == "constant":
         return config.learning_rate
     return config.learning_rate * max(1.0 - env_step / config.total_env_steps, 0.0)
+
+
+def check_runtime(config: A2CConfig, runtime: Runtime) -> None:
+    """UsageError if `config` cannot train under `runtime`'s strategy; writes nothing.
+
+    Workers stay in step without more checks: each update follows a fixed n_steps rollout on every worker.
+    """
+    check_distribution(config, runtime)
 
 
 def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: pathlib.Path,

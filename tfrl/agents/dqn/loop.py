@@ -19,14 +19,36 @@ import time
 
 import numpy as np
 
-from tfrl import checkpoints, envs, evaluation, networks
+from tfrl import checkpoints, distribute, envs, evaluation, networks
 from tfrl.agents.dqn.actor import EpsilonGreedyActor, linear_epsilon
 from tfrl.agents.dqn.config import DQNConfig
-from tfrl.agents.dqn.learning import DQNLearner
+from tfrl.agents.dqn.learning import DQNLearner, check_distribution
 from tfrl.deadlines import next_deadline
 from tfrl.metrics import MetricsLogger
 from tfrl.replay import NStepBuilder, UniformReplay
 from tfrl.runtime import Runtime
+
+
+def check_runtime(config: DQNConfig, runtime: Runtime) -> None:
+    """UsageError if `config` cannot train under `runtime`'s strategy; writes nothing.
+
+    With several workers, every train call is a collective: all workers must make it at the same env step.
+    The loop trains once env_step reaches the deadline *and* the replay holds a batch; the replay's size depends
+    on when each worker's episodes ended (n-step flushes), so the first deadline must guarantee a full batch
+    everywhere. After v vector steps each of the num_envs envs has emitted at least v - n_step + 1 transitions.
+    """
+    check_distribution(config, runtime)
+    if runtime.cluster.num_workers == 1:
+        return
+    first_train_at = max(config.learning_starts, config.train_freq)
+    vector_steps = -(-first_train_at // config.num_envs)
+    guaranteed = config.num_envs * max(0, vector_steps - config.n_step + 1)
+    if guaranteed < config.batch_size:
+        needed = config.num_envs * (-(-config.batch_size // config.num_envs) + config.n_step - 1)
+        raise distribute.DistributeConfigError(
+            f"multi_worker DQN: at the first train call (env step {first_train_at}) a worker's replay may hold "
+            f"fewer than batch_size={config.batch_size} transitions, and workers must train at the same env "
+            f"steps; raise learning_starts to at least {needed}")
 
 
 def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: pathlib.Path,
