@@ -16,10 +16,14 @@ import re
 
 from absl import flags
 from absl import logging
-import keras
-import tensorflow as tf
 
 from tfrl import errors
+from tfrl.lazy_import import LazyModule
+
+# Imported at the first use, not with this module: launchers define and check their flags first,
+# so bad input is reported in a fraction of a second rather than after TensorFlow's ~5 s import.
+keras = LazyModule("keras")
+tf = LazyModule("tensorflow")
 
 PRECISION_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 _DEVICE_PATTERN = re.compile(r"(auto|cpu|gpu)(?::(\d+))?")
@@ -54,6 +58,9 @@ class RuntimeOptions:
       logical_cpus: split the one physical CPU into this many logical devices,
         so multi-device placement and distribution strategies can be tested on
         a CPU-only machine. 1 = TF's default.
+      deterministic: TF op determinism (tf.config.experimental.enable_op_determinism):
+        with the seeds the launcher sets, two runs of one command on the same
+        hardware and software give the same numbers (docs/reliability.md).
     """
 
     device: str = "auto"
@@ -65,6 +72,7 @@ class RuntimeOptions:
     intra_op_threads: int = 0
     inter_op_threads: int = 0
     logical_cpus: int = 1
+    deterministic: bool = False
 
 
 def loss_scaling_needed(policy_name: str) -> bool:
@@ -278,6 +286,7 @@ class Runtime:
             f"  placement: {self.device_name}",
             f"  precision: {policy}",
             f"  XLA: {'on' if self.options.xla else 'off'}",
+            f"  op determinism: {'on' if self.options.deterministic else 'off'}",
             f"  threads: intra-op {threading.get_intra_op_parallelism_threads() or 'TF default'}, "
             f"inter-op {threading.get_inter_op_parallelism_threads() or 'TF default'}",
         ))
@@ -318,6 +327,9 @@ def apply(options: RuntimeOptions) -> Runtime:
     _set_gpu_memory(gpus, options)
     _set_logical_cpus(options.logical_cpus)
     device_name = _resolve_device(options.device)
+    if options.deterministic:
+        # Process-wide and irreversible; ops without a deterministic kernel then raise instead of varying.
+        tf.config.experimental.enable_op_determinism()
     # Set last, so that a failed apply() leaves the process's Keras policy alone.
     keras.mixed_precision.set_global_policy(options.mixed_precision)
     if options.mixed_precision == "mixed_float16" and "CPU" in device_name:
@@ -365,6 +377,11 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_integer(
         "logical_cpus", default.logical_cpus,
         "Split the CPU into this many logical devices (to test multi-device code without GPUs).",
+        flag_values=flag_values)
+    flags.DEFINE_boolean(
+        "deterministic", default.deterministic,
+        "TF op determinism: with --seed, two runs of one command on the same machine give identical metrics "
+        "and weights (slower on GPUs; see docs/reliability.md).",
         flag_values=flag_values)
 
 

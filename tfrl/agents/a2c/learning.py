@@ -22,7 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import runtime as runtime_lib
+from tfrl import numerics, runtime as runtime_lib
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.networks import make_head, make_network
 from tfrl.envs import EnvInfo
@@ -109,7 +109,8 @@ class A2CLearner:
         with runtime.scope():
             self.network = make_network(config, env, self.head)
             optimizer = _make_optimizer(config)
-            if runtime_lib.loss_scaling_needed(runtime.options.mixed_precision):
+            self._loss_scaling = runtime_lib.loss_scaling_needed(runtime.options.mixed_precision)
+            if self._loss_scaling:
                 # float16 gradients underflow without it; apply() unscales, skips non-finite steps, adapts the scale.
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.optimizer = optimizer
@@ -143,7 +144,12 @@ class A2CLearner:
         # Converting here is ~0.3 ms cheaper than letting the concrete function convert NumPy arguments.
         inputs = [tf.constant(x) for x in (obs, actions, advantages, returns, np.float32(learning_rate))]
         metrics, weights = self._train_step_concrete(*inputs)
-        return {name: float(value) for name, value in metrics.items()}, [w.numpy() for w in weights]
+        metrics = {name: float(value) for name, value in metrics.items()}
+        flags = int(metrics.pop("non_finite_flags"))
+        if flags and not numerics.skipped_by_loss_scaling(self.optimizer):
+            raise numerics.NonFiniteError(numerics.flag_names(flags, "policy logits or values"),
+                                          int(self.updates.numpy()))
+        return metrics, [w.numpy() for w in weights]
 
     # ---- inside the tf.function -------------------------------------------------
 
@@ -162,8 +168,10 @@ class A2CLearner:
             # Written with the same ops as Keras' global_clipnorm, so that grappler can compute it once for both.
             grad_norm = keras.ops.sqrt(keras.ops.sum(keras.ops.stack(
                 [keras.ops.sum(keras.ops.square(g)) for g in grads]))) / self.optimizer.scale_loss(tf.constant(1.0))
+            # Under loss scaling an overflowing (scaled) gradient is expected: the optimizer skips that step.
+            flags = numerics.non_finite_flags(loss, None if self._loss_scaling else grad_norm, [policy_params, values])
             self.optimizer.apply(grads, variables)
             self.updates.assign_add(1)
-            metrics = {"loss": loss, **terms, "grad_norm": grad_norm}
+            metrics = {"loss": loss, **terms, "grad_norm": grad_norm, "non_finite_flags": flags}
             weights = [tf.identity(v) for v in variables]
             return metrics, weights
