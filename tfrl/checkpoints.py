@@ -156,6 +156,7 @@ class Checkpointer:
             newest = self.numbers()
             kept = f"checkpoint {newest[0]} is still the newest" if newest else "no checkpoint was written before"
             reason = e.strerror if isinstance(e, OSError) and e.strerror else getattr(e, "message", None) or str(e)
+            reason = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", reason)  # TF's internal function name
             raise CheckpointWriteError(f"cannot write checkpoint {number} in {self.directory} ({reason}); "
                                        f"{kept}") from None
         self._last = (int(env_step), number)
