@@ -6,6 +6,7 @@ optimizer carries the loss-scale state that must survive a checkpoint).
 """
 
 import contextlib
+import dataclasses
 import errno
 import json
 import logging
@@ -24,7 +25,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import checkpoints
+from tfrl import checkpoints, numerics as numerics_lib
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner
 from tfrl.checkpoints import Checkpointer, CheckpointError
@@ -476,3 +477,79 @@ def test_sigkill_inside_each_write_and_sigterm_lose_nothing(tmp_path):
     # Launches 4 and 5 both evaluated the final policy (4 was killed after it, in the export).
     assert [r["env_step"] for r in records if r["kind"] == "final_eval"] == [FAULT_TOTAL_ENV_STEPS] * 2
     assert records[-1]["kind"] == "final_eval"
+
+
+# --- the training loops under a diverging step and a stop request (in-process) ------------------
+
+def _loop_case(agent: str, **overrides):
+    """(train function, config) of a tiny CartPole run that checkpoints at env step 200, before learning starts."""
+    if agent == "dqn":
+        from tfrl.agents.dqn import loop
+        config = DQNConfig(total_env_steps=1200, hidden_sizes=(16, 16), batch_size=16, replay_capacity=500,
+                           learning_starts=300, train_freq=4, gradient_steps=1, target_update_period=100,
+                           eval_interval=0, final_eval_episodes=1, log_interval=200, checkpoint_interval=200)
+    else:
+        from tfrl.agents.a2c import loop
+        from tfrl.agents.a2c.config import A2CConfig
+        config = A2CConfig(total_env_steps=1200, num_envs=4, n_steps=5, hidden_sizes=(16, 16), eval_interval=0,
+                           final_eval_episodes=1, log_interval=200, checkpoint_interval=200)
+    return loop.train, dataclasses.replace(config, **overrides)
+
+
+def _snapshot(directory: pathlib.Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize("agent", ["dqn", "a2c"])
+def test_a_diverging_loop_stops_naming_the_env_step_and_writes_nothing_after_the_last_good_checkpoint(
+        tmp_path, monkeypatch, agent):
+    # A step size of 1e30 makes the weights ~1e30 after the first update; the next forward pass overflows.
+    # DQN's first update is at env step 300, after checkpoint 1 (200); A2C's are every 20 env steps from the start,
+    # so it checkpoints after each (finite, if huge) one.
+    train, config = _loop_case(agent, learning_rate=1e30, **({} if agent == "dqn" else {"checkpoint_interval": 20}))
+    snapshots = []
+    save = Checkpointer.save
+
+    def save_and_snapshot(self, *args, **kwargs):
+        number = save(self, *args, **kwargs)
+        snapshots.append(_snapshot(self.directory))
+        return number
+
+    monkeypatch.setattr(Checkpointer, "save", save_and_snapshot)
+    runtime = Runtime(options=RuntimeOptions(), device_name="/device:CPU:0")
+    with pytest.raises(numerics_lib.NonFiniteError) as raised:
+        train(config, "CartPole-v1", 0, runtime, tmp_path, progress_bar=False)
+    error = raised.value
+    assert error.env_step is not None and error.env_step <= 600, str(error)
+    assert len(snapshots) >= 1 and error.last_checkpoint[1] == len(snapshots), str(error)
+    assert error.last_checkpoint[0] < error.env_step
+    assert str(error).startswith("training diverged: non-finite ")
+    assert str(error).endswith(f"at env step {error.env_step} (gradient step {error.gradient_step}); stopped "
+                               f"without saving: checkpoint {len(snapshots)} (env step {error.last_checkpoint[0]}) "
+                               "is the newest")
+    assert _snapshot(tmp_path / "checkpoints") == snapshots[-1]  # byte for byte, and no file added
+    assert not (tmp_path / "saved_models").exists()
+
+
+@pytest.mark.parametrize("agent", ["dqn", "a2c"])
+def test_a_stop_request_checkpoints_and_the_next_run_continues_from_it(tmp_path, agent):
+    train, config = _loop_case(agent)
+    runtime = Runtime(options=RuntimeOptions(), device_name="/device:CPU:0")
+    polls = []
+
+    def stop_requested() -> bool:  # after the first log (200): DQN polls per vector step, A2C per rollout
+        polls.append(1)
+        return len(polls) >= 300 if agent == "dqn" else len(polls) >= 15
+
+    stopped = train(config, "CartPole-v1", 0, runtime, tmp_path, progress_bar=False, stop_requested=stop_requested)
+    assert stopped["kind"] == "stopped"
+    expected_step = 299 if agent == "dqn" else 14 * 4 * 5  # polls before the stop x env steps per poll
+    assert stopped["env_step"] == expected_step
+    restored = Checkpointer(tmp_path, {}).restore_latest(load_arrays=False)
+    assert (restored.number, restored.env_step) == (stopped["checkpoint"], expected_step)
+
+    final = train(config, "CartPole-v1", 0, runtime, tmp_path, progress_bar=False)
+    assert final["kind"] == "final_eval" and final["env_step"] == 1200
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["env_step"] for r in records if r["kind"] == "resume"] == [expected_step]
+    assert [r["env_step"] for r in records if r["kind"] == "train"] == list(range(200, 1201, 200))
