@@ -1,8 +1,8 @@
 """Numeric guard: a NaN or Inf in the loss, the gradients or the network's outputs stops training.
 
 Each train step computes, inside its tf.function, one int32 of flags per
-gradient step (`non_finite_flags`): a few scalar ops and one is_finite pass over
-the outputs, returned with the step's other outputs, so no extra TF call. The
+gradient step (`non_finite_flags`): one reduction per tensor and a few scalar
+ops, returned with the step's other outputs, so no extra TF call. The
 learner raises NonFiniteError when a call returns a flag; the loop adds the env
 step and re-raises without saving, so the newest checkpoint on disk stays the
 last one written with finite numbers. Launchers exit with code 3.
@@ -26,17 +26,21 @@ from tfrl.errors import RunError
 LOSS, GRADIENTS, OUTPUTS = 1, 2, 4  # flag bits
 
 
-def non_finite_flags(loss: tf.Tensor, grad_norm: tf.Tensor | None, outputs: Sequence[tf.Tensor]) -> tf.Tensor:
+def non_finite_flags(loss: tf.Tensor, grads: Sequence[tf.Tensor] | None, outputs: Sequence[tf.Tensor]) -> tf.Tensor:
     """int32 scalar: LOSS | GRADIENTS | OUTPUTS for each of them that holds a NaN or Inf; 0 if all are finite.
 
-    grad_norm: the gradients' global norm (non-finite iff some gradient is, or their squares overflow),
-    or None to skip them.
+    grads: the gradients, or None to skip them. A sum is non-finite iff a term is NaN or Inf (or the sum
+    overflows float32, at ~3e38: as much a divergence), so each group costs one reduction per tensor and one
+    is_finite, not an is_finite pass over every element.
     """
-    flags = LOSS * tf.cast(tf.logical_not(tf.math.is_finite(loss)), tf.int32)
-    if grad_norm is not None:
-        flags += GRADIENTS * tf.cast(tf.logical_not(tf.math.is_finite(grad_norm)), tf.int32)
-    outputs_finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(output)) for output in outputs])
-    return flags + OUTPUTS * tf.cast(tf.logical_not(outputs_finite), tf.int32)
+    checks = [tf.math.is_finite(loss)]
+    bits = [LOSS]
+    if grads is not None:
+        checks.append(tf.math.is_finite(tf.add_n([tf.reduce_sum(tf.cast(g, tf.float32)) for g in grads])))
+        bits.append(GRADIENTS)
+    checks.append(tf.math.is_finite(tf.add_n([tf.reduce_sum(tf.cast(o, tf.float32)) for o in outputs])))
+    bits.append(OUTPUTS)
+    return tf.reduce_sum(tf.cast(tf.logical_not(tf.stack(checks)), tf.int32) * tf.constant(bits, tf.int32))
 
 
 def flag_names(flags: int, outputs_name: str) -> list[str]:

@@ -169,7 +169,8 @@ class A2CLearner:
             grad_norm = keras.ops.sqrt(keras.ops.sum(keras.ops.stack(
                 [keras.ops.sum(keras.ops.square(g)) for g in grads]))) / self.optimizer.scale_loss(tf.constant(1.0))
             # Under loss scaling an overflowing (scaled) gradient is expected: the optimizer skips that step.
-            flags = numerics.non_finite_flags(loss, None if self._loss_scaling else grad_norm, [policy_params, values])
+            flags = numerics.non_finite_flags(loss, None if self._loss_scaling else [grad_norm],
+                                              [policy_params, values])
             self.optimizer.apply(grads, variables)
             self.updates.assign_add(1)
             metrics = {"loss": loss, **terms, "grad_norm": grad_norm, "non_finite_flags": flags}

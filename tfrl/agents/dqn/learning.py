@@ -162,8 +162,7 @@ class DQNLearner:
             scaled_loss = self.optimizer.scale_loss(loss)
         grads = tape.gradient(scaled_loss, variables)
         # Under loss scaling an overflowing (scaled) gradient is expected: the optimizer skips that step.
-        grad_norm = None if self._loss_scaling else tf.linalg.global_norm(grads)
-        flags = numerics.non_finite_flags(loss, grad_norm, [q_tm1])
+        flags = numerics.non_finite_flags(loss, None if self._loss_scaling else grads, [q_tm1])
         self.optimizer.apply(grads, variables)
         self.gradient_steps.assign_add(1)
         return loss, tf.reduce_mean(q_a), flags
