@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from tfrl import checkpoints, export, networks

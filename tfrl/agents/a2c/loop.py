@@ -164,4 +164,4 @@ _DEADLINES = ("next_log_at", "next_eval_at", "next_checkpoint_at")
 def _save_checkpoint(checkpointer, env_step, updates, deadlines, actor) -> int:
     """All the loop needs to continue from env_step, between two updates (see the module docstring)."""
     return checkpointer.save(env_step, {**dict(zip(_DEADLINES, deadlines)), "updates": updates,
-                                 "actor_rng": checkpoints.rng_state(actor.rng)})
+                                        "actor_rng": checkpoints.rng_state(actor.rng)})

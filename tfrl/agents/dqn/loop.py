@@ -138,5 +138,5 @@ def _save_checkpoint(checkpointer, env_step, deadlines, train_metrics, actor, re
     """All the loop needs to continue from env_step, except n-step transitions in flight (see the module docstring)."""
     replay_arrays, replay_state = replay.checkpoint_state()
     return checkpointer.save(env_step, {**dict(zip(_DEADLINES, deadlines)), "train_metrics": train_metrics,
-                                 "actor_rng": checkpoints.rng_state(actor.rng), "replay": replay_state},
-                      replay_arrays)
+                                        "actor_rng": checkpoints.rng_state(actor.rng), "replay": replay_state},
+                             replay_arrays)
