@@ -15,6 +15,11 @@ At the end the greedy policy is exported as a SavedModel (tfrl.export).
 TF_CONFIG. Only the chief writes --run_dir (config, metrics, TensorBoard, checkpoints, export); the other
 workers checkpoint into a temporary directory that is deleted at the end, and write nothing else. Each
 worker prints the SHA-256 of its final checkpoint's variables: equal digests = workers in sync.
+
+SIGTERM stops training gracefully: a checkpoint at the current env step, then
+exit code 0 without the final evaluation and export; the same command resumes.
+A NaN or Inf in training stops it with exit code 3 and writes nothing over the
+newest checkpoint (tfrl.numerics). See docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -26,12 +31,16 @@ import os
 import pathlib
 import tempfile
 
-import keras
 from absl import flags, logging
 
 import tfrl
-from tfrl import agents, checkpoints, cli, config as config_lib, distribute, envs, runs, runtime as runtime_lib
+from tfrl import agents, cli, config as config_lib, distribute, envs, runs, runtime as runtime_lib, shutdown
 from tfrl.errors import UsageError
+from tfrl.lazy_import import LazyModule
+
+# TensorFlow loads after the flags are checked: bad input is reported in well under a second.
+checkpoints = LazyModule("tfrl.checkpoints")
+keras = LazyModule("keras")
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -77,6 +86,8 @@ def resolve_config(agent_name: str, env_arg: str, base_config=None):
         preset_name = preset.name if preset else None
     overrides = config_lib.parse_cli_overrides(FLAGS.hp)
     if FLAGS.num_envs is not None:
+        if FLAGS.num_envs < 1:
+            raise UsageError(f"--num_envs must be >= 1, got {FLAGS.num_envs}")
         if "num_envs" in overrides:
             raise UsageError("--num_envs and --hp=num_envs both given")
         overrides["num_envs"] = str(FLAGS.num_envs)
@@ -148,6 +159,8 @@ def main(argv):
                              "start a new --run_dir")
     if not FLAGS.agent or not FLAGS.env:
         raise UsageError("--agent and --env are required, e.g. --agent=dqn --env=LunarLander-v2")
+    if FLAGS.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {FLAGS.seed}")  # NumPy and gymnasium refuse negative seeds
     if FLAGS.vector_mode not in envs.VECTOR_MODES:
         raise UsageError(f"--vector_mode: unknown mode {FLAGS.vector_mode!r}; choose one of {', '.join(envs.VECTOR_MODES)}")
     # --resume: the config as saved, even if the presets have changed since.
@@ -156,6 +169,11 @@ def main(argv):
     if FLAGS.resume:
         preset_name = saved[1].get("preset")
     runtime_options = runtime_lib.options_from_flags()
+    runtime_lib.validate_options(runtime_options)  # the checks that need no TensorFlow, before it loads
+    if run_dir_arg is not None:
+        cli.check_output_dir("run_dir", run_dir_arg)
+    if FLAGS.export_base_path:
+        cli.check_output_dir("export_base_path", pathlib.Path(FLAGS.export_base_path))
     if saved is not None:
         requested = runs.RunConfig(agent=FLAGS.agent, env_id=env_id, seed=FLAGS.seed, config=config,
                                    mixed_precision=runtime_options.mixed_precision)
@@ -185,7 +203,10 @@ def main(argv):
             "preset": preset_name, "vector_mode": FLAGS.vector_mode,
             "hparams": config_lib.to_dict(config), "runtime": dataclasses.asdict(runtime_options),
         }
-        (run_dir / runs.CONFIG_FILE).write_text(json.dumps(resolved, indent=2) + "\n")
+        try:
+            (run_dir / runs.CONFIG_FILE).write_text(json.dumps(resolved, indent=2) + "\n")
+        except OSError as e:
+            raise UsageError(f"--run_dir: cannot write {run_dir / runs.CONFIG_FILE}: {e.strerror}") from None
     for line in runtime.banner().splitlines():
         logging.info("%s", line)
     logging.info("agent=%s env=%s preset=%s seed=%d run_dir=%s", FLAGS.agent, env_id, preset_name, FLAGS.seed, run_dir)
@@ -194,9 +215,14 @@ def main(argv):
         logging.info("%s holds this run already: %s", run_dir,
                      f"resuming from its newest loadable checkpoint (newest: {number})" if number
                      else "no checkpoint yet, starting over")
+    stop = shutdown.StopRequest.on_signals()
     # Each worker its own env, exploration and replay seeds; the chief's are --seed.
     result = entry.train(config, env_id, runtime.worker_seed(FLAGS.seed), runtime, run_dir,
-                         vector_mode=FLAGS.vector_mode)
+                         vector_mode=FLAGS.vector_mode, stop_requested=stop.requested)
+    if result["kind"] == "stopped":
+        print(f"stopped by {stop.signal_name} at env step {result['env_step']}: checkpoint {result['checkpoint']} "
+              f"saved; run the same command (or --resume --run_dir={run_dir}) to continue", flush=True)
+        return
     print(f"final evaluation: env={env_id} episodes={result['episodes']} "
           f"return={result['return_mean']:.2f} +/- {result['return_std']:.2f} "
           f"env_steps={result['env_step']} wall_time_s={result['wall_time_s']:.1f} "

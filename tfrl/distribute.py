@@ -30,9 +30,11 @@ import pathlib
 from typing import Any, Callable
 
 import numpy as np
-import tensorflow as tf
 
 from tfrl import errors
+from tfrl.lazy_import import LazyModule
+
+tf = LazyModule("tensorflow")  # imported at first use: tfrl.runtime imports this module before flags are checked
 
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker")
 # --cross_device_ops (mirrored only): how gradients are all-reduced between the devices of one machine.

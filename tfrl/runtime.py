@@ -17,11 +17,15 @@ import re
 
 from absl import flags
 from absl import logging
-import keras
 import numpy as np
-import tensorflow as tf
 
 from tfrl import distribute, errors
+from tfrl.lazy_import import LazyModule
+
+# Imported at the first use, not with this module: launchers define and check their flags first,
+# so bad input is reported in a fraction of a second rather than after TensorFlow's ~5 s import.
+keras = LazyModule("keras")
+tf = LazyModule("tensorflow")
 
 PRECISION_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 _DEVICE_PATTERN = re.compile(r"(auto|cpu|gpu)(?::(\d+))?")
@@ -62,6 +66,9 @@ class RuntimeOptions:
       cross_device_ops: mirrored only: "auto" (TF's choice), "nccl" (RCCL on
         ROCm builds), "hierarchical_copy" or "reduce_to_one".
       collective: multi_worker only: "auto", "ring" or "nccl".
+      deterministic: TF op determinism (tf.config.experimental.enable_op_determinism):
+        with the seeds the launcher sets, two runs of one command on the same
+        hardware and software give the same numbers (docs/reliability.md).
     """
 
     device: str = "auto"
@@ -76,6 +83,7 @@ class RuntimeOptions:
     strategy: str = "default"
     cross_device_ops: str = "auto"
     collective: str = "auto"
+    deterministic: bool = False
 
 
 def loss_scaling_needed(policy_name: str) -> bool:
@@ -312,6 +320,7 @@ class Runtime:
             f"  precision: {policy}",
             f"  XLA: {'on' if self.options.xla else 'off'}",
             f"  strategy: {distribute.describe(self.strategy, self.cluster)}",
+            f"  op determinism: {'on' if self.options.deterministic else 'off'}",
             f"  threads: intra-op {threading.get_intra_op_parallelism_threads() or 'TF default'}, "
             f"inter-op {threading.get_inter_op_parallelism_threads() or 'TF default'}",
         ))
@@ -359,6 +368,9 @@ def apply(options: RuntimeOptions) -> Runtime:
     device_name = _resolve_device(options.device)
     if strategy is None:
         strategy = distribute.local_strategy(options.strategy, device_name, options.cross_device_ops)
+    if options.deterministic:
+        # Process-wide and irreversible; ops without a deterministic kernel then raise instead of varying.
+        tf.config.experimental.enable_op_determinism()
     # Set last, so that a failed apply() leaves the process's Keras policy alone.
     keras.mixed_precision.set_global_policy(options.mixed_precision)
     if options.mixed_precision == "mixed_float16" and "CPU" in device_name:
@@ -420,6 +432,11 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string(
         "collective", default.collective,
         f"All-reduce between workers, --strategy=multi_worker only: {', '.join(distribute.COLLECTIVES)}.",
+        flag_values=flag_values)
+    flags.DEFINE_boolean(
+        "deterministic", default.deterministic,
+        "TF op determinism: with --seed, two runs of one command on the same machine give identical metrics "
+        "and weights (slower on GPUs; see docs/reliability.md).",
         flag_values=flag_values)
 
 

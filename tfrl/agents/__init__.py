@@ -12,8 +12,17 @@ from tfrl.errors import UsageError
 @dataclasses.dataclass(frozen=True)
 class AgentEntry:
     config_cls: type
-    train: Callable[..., dict]  # train(config, env_id, seed, runtime, run_dir, vector_mode, progress_bar)
-    check_runtime: Callable[..., None]  # check_runtime(config, runtime): UsageError if it cannot train there
+    loop_module: str  # the module with train(); imported (with TensorFlow) only when train is used
+
+    @property
+    def train(self) -> Callable[..., dict]:
+        """train(config, env_id, seed, runtime, run_dir, vector_mode, progress_bar)."""
+        return importlib.import_module(self.loop_module).train
+
+    @property
+    def check_runtime(self) -> Callable[..., None]:
+        """check_runtime(config, runtime): UsageError if the agent cannot train under that runtime (strategy)."""
+        return importlib.import_module(self.loop_module).check_runtime
 
 
 _AGENTS = {
@@ -30,5 +39,4 @@ def get(name: str) -> AgentEntry:
         raise UsageError(f"--agent: unknown agent {name!r}; choose one of {', '.join(AGENT_NAMES)}")
     config_module, config_cls, loop_module = _AGENTS[name]
     config_cls: Any = getattr(importlib.import_module(config_module), config_cls)
-    loop = importlib.import_module(loop_module)
-    return AgentEntry(config_cls=config_cls, train=loop.train, check_runtime=loop.check_runtime)
+    return AgentEntry(config_cls=config_cls, loop_module=loop_module)

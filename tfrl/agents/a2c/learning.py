@@ -22,7 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import distribute, runtime as runtime_lib
+from tfrl import distribute, numerics, runtime as runtime_lib
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.networks import make_head, make_network
 from tfrl.envs import EnvInfo
@@ -128,7 +128,8 @@ class A2CLearner:
         with runtime.scope():
             self.network = make_network(config, env, self.head)
             optimizer = _make_optimizer(config)
-            if runtime_lib.loss_scaling_needed(runtime.options.mixed_precision):
+            self._loss_scaling = runtime_lib.loss_scaling_needed(runtime.options.mixed_precision)
+            if self._loss_scaling:
                 # float16 gradients underflow without it; apply() unscales, skips non-finite steps, adapts the scale.
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.optimizer = optimizer
@@ -169,7 +170,12 @@ class A2CLearner:
         # Converting here is ~0.3 ms cheaper than letting the concrete function convert NumPy arguments.
         inputs = [tf.constant(x) for x in (obs, actions, advantages, returns, np.float32(learning_rate))]
         metrics, weights = self._train_step_concrete(*inputs)
-        return {name: float(value) for name, value in metrics.items()}, [w.numpy() for w in weights]
+        metrics = {name: float(value) for name, value in metrics.items()}
+        flags = int(metrics.pop("non_finite_flags"))
+        if flags and not numerics.skipped_by_loss_scaling(self.optimizer):
+            raise numerics.NonFiniteError(numerics.flag_names(flags, "policy logits or values"),
+                                          int(self.updates.numpy()))
+        return metrics, [w.numpy() for w in weights]
 
     # ---- inside the tf.function -------------------------------------------------
 
@@ -188,7 +194,10 @@ class A2CLearner:
             loss, terms = a2c_loss(self.head, policy_params, values, actions, advantages, returns,
                                    self.config.value_coef, self.config.entropy_coef)
             scaled_loss = self.optimizer.scale_loss(loss)
-        return tape.gradient(scaled_loss, self.network.trainable_variables), {"loss": loss, **terms}
+        # One scalar for the numeric guard: a NaN or Inf in any output survives the sum (and a replica mean).
+        outputs_sum = tf.reduce_sum(policy_params) + tf.reduce_sum(values)
+        return (tape.gradient(scaled_loss, self.network.trainable_variables),
+                {"loss": loss, **terms, "outputs_sum": outputs_sum})
 
     def _apply(self, grads, metrics):
         variables = self.network.trainable_variables
@@ -196,10 +205,15 @@ class A2CLearner:
         # Written with the same ops as Keras' global_clipnorm, so that grappler can compute it once for both.
         grad_norm = keras.ops.sqrt(keras.ops.sum(keras.ops.stack(
             [keras.ops.sum(keras.ops.square(g)) for g in grads]))) / self.optimizer.scale_loss(tf.constant(1.0))
+        metrics = dict(metrics)
+        outputs_sum = metrics.pop("outputs_sum")
+        # Under loss scaling an overflowing (scaled) gradient is expected: the optimizer skips that step.
+        flags = numerics.non_finite_flags(metrics["loss"], None if self._loss_scaling else [grad_norm],
+                                          [outputs_sum])
         self.optimizer.apply(grads, variables)
         self.updates.assign_add(1)
         weights = [tf.identity(v) for v in variables]
-        return {**metrics, "grad_norm": grad_norm}, weights
+        return {**metrics, "grad_norm": grad_norm, "non_finite_flags": flags}, weights
 
     def _replicated_train_step(self, obs, actions, advantages, returns, learning_rate):
         """As _train_step, with each replica on its shard of this worker's rollout (see tfrl.distribute)."""

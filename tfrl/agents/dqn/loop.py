@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import pathlib
 import time
+from typing import Callable
 
 import numpy as np
 
-from tfrl import checkpoints, distribute, envs, evaluation, networks
+from tfrl import checkpoints, distribute, envs, evaluation, networks, numerics, shutdown
 from tfrl.agents.dqn.actor import EpsilonGreedyActor, linear_epsilon
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, check_distribution
@@ -52,8 +53,13 @@ def check_runtime(config: DQNConfig, runtime: Runtime) -> None:
 
 
 def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: pathlib.Path,
-          vector_mode: str = "sync", progress_bar: bool | None = None) -> dict:
-    """Train for config.total_env_steps env steps; returns the final greedy evaluation record."""
+          vector_mode: str = "sync", progress_bar: bool | None = None,
+          stop_requested: Callable[[], bool] = shutdown.never) -> dict:
+    """Train for config.total_env_steps env steps; returns the final greedy evaluation record.
+
+    When stop_requested() turns true (tfrl.shutdown), saves a checkpoint at the current env step and returns
+    {"kind": "stopped", "env_step", "checkpoint"} instead.
+    """
     env = envs.make_vector_env(env_id, config.num_envs, seed=seed, vector_mode=vector_mode)
     info = envs.env_info(env, env_id)
     learner = DQNLearner(config, info, runtime)
@@ -85,6 +91,11 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
     last_log_time, last_log_step = time.perf_counter(), env_step
     try:
         while env_step < config.total_env_steps:
+            if stop_requested():
+                number = _save_checkpoint(checkpointer, env_step, (next_train_at, next_target_update_at, next_log_at,
+                                                                   next_eval_at, next_checkpoint_at), train_metrics,
+                                          actor, replay)
+                return {"kind": "stopped", "env_step": env_step, "checkpoint": number}
             epsilon = linear_epsilon(env_step, config)
             action = actor.act(obs, epsilon)
             next_obs, reward, terminated, truncated, infos = env.step(action)
@@ -135,6 +146,8 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
         return logger.log("final_eval", env_step, {
             "return_mean": float(returns.mean()), "return_std": float(returns.std()),
             "episodes": len(returns), "gradient_steps": int(learner.gradient_steps.numpy())})
+    except numerics.NonFiniteError as error:
+        raise error.at(env_step, checkpointer.last) from None  # nothing saved: the newest checkpoint stays good
     finally:
         env.close()
         logger.close()
@@ -143,9 +156,9 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
 _DEADLINES = ("next_train_at", "next_target_update_at", "next_log_at", "next_eval_at", "next_checkpoint_at")
 
 
-def _save_checkpoint(checkpointer, env_step, deadlines, train_metrics, actor, replay) -> None:
+def _save_checkpoint(checkpointer, env_step, deadlines, train_metrics, actor, replay) -> int:
     """All the loop needs to continue from env_step, except n-step transitions in flight (see the module docstring)."""
     replay_arrays, replay_state = replay.checkpoint_state()
-    checkpointer.save(env_step, {**dict(zip(_DEADLINES, deadlines)), "train_metrics": train_metrics,
-                                 "actor_rng": checkpoints.rng_state(actor.rng), "replay": replay_state},
-                      replay_arrays)
+    return checkpointer.save(env_step, {**dict(zip(_DEADLINES, deadlines)), "train_metrics": train_metrics,
+                                        "actor_rng": checkpoints.rng_state(actor.rng), "replay": replay_state},
+                             replay_arrays)
