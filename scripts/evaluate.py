@@ -18,7 +18,7 @@ import pathlib
 
 from absl import flags
 
-from tfrl import cli  # no TensorFlow yet: bad input is reported at once
+from tfrl import cli, envs  # no TensorFlow yet: bad input is reported at once
 from tfrl.errors import UsageError
 
 flags.DEFINE_string("saved_model", None, "An exported SavedModel version directory (.../<model_name>/<version>).")
@@ -47,6 +47,12 @@ def check_flags() -> pathlib.Path | None:
         raise UsageError(f"--episodes must be >= 1, got {FLAGS.episodes}")
     if FLAGS.num_envs < 1:
         raise UsageError(f"--num_envs must be >= 1, got {FLAGS.num_envs}")
+    if FLAGS.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {FLAGS.seed}")
+    if FLAGS.checkpoint is not None and FLAGS.checkpoint < 1:
+        raise UsageError(f"--checkpoint must be a checkpoint number >= 1, got {FLAGS.checkpoint}")
+    if FLAGS.env:
+        envs.resolve_env_id(FLAGS.env)
     if not FLAGS.video:
         return None
     video = pathlib.Path(FLAGS.video)
@@ -54,6 +60,7 @@ def check_flags() -> pathlib.Path | None:
         raise UsageError(f"--video: {video} must end in {' or '.join(VIDEO_SUFFIXES)}")
     if not video.parent.is_dir():
         raise UsageError(f"--video: directory {video.parent} does not exist")
+    cli.check_output_dir("video", video.parent)
     cli.require_extra("imageio.v2", "video", "--video")
     if video.suffix.lower() == ".mp4":
         cli.require_extra("imageio_ffmpeg", "video", "--video=*.mp4")

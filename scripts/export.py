@@ -32,6 +32,11 @@ def main(argv):
         raise UsageError("--base_path must not be empty")
     if not pathlib.Path(FLAGS.run_dir).is_dir():
         raise UsageError(f"run directory {FLAGS.run_dir} does not exist")
+    if FLAGS.checkpoint is not None and FLAGS.checkpoint < 1:
+        raise UsageError(f"--checkpoint must be a checkpoint number >= 1, got {FLAGS.checkpoint}")
+    if FLAGS.model_name in (".", "..") or "/" in FLAGS.model_name:
+        raise UsageError(f"--model_name must be a plain directory name, got {FLAGS.model_name!r}")
+    cli.check_output_dir("base_path", pathlib.Path(FLAGS.base_path))
     from tfrl import runs  # imports TensorFlow: seconds
 
     version_dir = runs.export_run(pathlib.Path(FLAGS.run_dir), pathlib.Path(FLAGS.base_path), FLAGS.model_name,

@@ -80,6 +80,7 @@ def main(argv):
         raise UsageError(f"--out: {out} must end in .png")
     if not out.parent.is_dir():
         raise UsageError(f"--out: directory {out.parent} does not exist")
+    cli.check_output_dir("out", out.parent)
     run_dirs = expand_runs(FLAGS.runs)
     matplotlib = cli.require_extra("matplotlib", "plot", "scripts/plot.py")
     matplotlib.use("Agg")  # files only, no display

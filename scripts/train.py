@@ -10,6 +10,16 @@ same command again with the same --run_dir (or `--resume --run_dir=DIR`, which
 takes everything from DIR/config.json) and it continues from the newest
 checkpoint; a --run_dir that holds a run with a different config is an error.
 At the end the greedy policy is exported as a SavedModel (tfrl.export).
+
+--strategy=multi_worker (docs/distributed.md): run the same command on every worker, each with its own
+TF_CONFIG. Only the chief writes --run_dir (config, metrics, TensorBoard, checkpoints, export); the other
+workers checkpoint into a temporary directory that is deleted at the end, and write nothing else. Each
+worker prints the SHA-256 of its final checkpoint's variables: equal digests = workers in sync.
+
+SIGTERM stops training gracefully: a checkpoint at the current env step, then
+exit code 0 without the final evaluation and export; the same command resumes.
+A NaN or Inf in training stops it with exit code 3 and writes nothing over the
+newest checkpoint (tfrl.numerics). See docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -17,14 +27,20 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import os
 import pathlib
+import tempfile
 
-import keras
 from absl import flags, logging
 
 import tfrl
-from tfrl import agents, checkpoints, cli, config as config_lib, envs, runs, runtime as runtime_lib
+from tfrl import agents, cli, config as config_lib, distribute, envs, runs, runtime as runtime_lib, shutdown
 from tfrl.errors import UsageError
+from tfrl.lazy_import import LazyModule
+
+# TensorFlow loads after the flags are checked: bad input is reported in well under a second.
+checkpoints = LazyModule("tfrl.checkpoints")
+keras = LazyModule("keras")
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -70,6 +86,8 @@ def resolve_config(agent_name: str, env_arg: str, base_config=None):
         preset_name = preset.name if preset else None
     overrides = config_lib.parse_cli_overrides(FLAGS.hp)
     if FLAGS.num_envs is not None:
+        if FLAGS.num_envs < 1:
+            raise UsageError(f"--num_envs must be >= 1, got {FLAGS.num_envs}")
         if "num_envs" in overrides:
             raise UsageError("--num_envs and --hp=num_envs both given")
         overrides["num_envs"] = str(FLAGS.num_envs)
@@ -110,10 +128,22 @@ def prepare_run_dir(agent_name: str, env_id: str) -> pathlib.Path:
     return run_dir
 
 
+def is_chief() -> bool:
+    """False on the non-chief workers of --strategy=multi_worker: they write nothing in --run_dir."""
+    return FLAGS.strategy != "multi_worker" or distribute.parse_tf_config(os.environ.get("TF_CONFIG")).is_chief
+
+
 def main(argv):
     cli.no_extra_args(argv)
-    run_dir_arg = pathlib.Path(FLAGS.run_dir) if FLAGS.run_dir else None
+    chief = is_chief()
+    if FLAGS.strategy == "multi_worker" and FLAGS.resume:
+        raise UsageError("--resume is not supported with --strategy=multi_worker: the other workers' replay and "
+                         "env state are not checkpointed; start a new --run_dir")
+    run_dir_arg = pathlib.Path(FLAGS.run_dir) if FLAGS.run_dir and chief else None
     saved = saved_run(run_dir_arg)
+    if saved is not None and FLAGS.strategy == "multi_worker" and checkpoints.latest_checkpoint_number(run_dir_arg):
+        raise UsageError(f"--run_dir {run_dir_arg} holds checkpoints, and a multi_worker run cannot resume; "
+                         "use a new --run_dir")
     if FLAGS.resume:
         if run_dir_arg is None:
             raise UsageError("--resume needs --run_dir, the run to continue")
@@ -124,8 +154,13 @@ def main(argv):
         if FLAGS["preset"].present:
             raise UsageError("--resume takes the config from the run's config.json; drop --preset")
         take_saved_flags(saved[1])
+        if FLAGS.strategy == "multi_worker":  # saved by a multi_worker run
+            raise UsageError(f"--resume: {run_dir_arg} is a multi_worker run, and those cannot resume; "
+                             "start a new --run_dir")
     if not FLAGS.agent or not FLAGS.env:
         raise UsageError("--agent and --env are required, e.g. --agent=dqn --env=LunarLander-v2")
+    if FLAGS.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {FLAGS.seed}")  # NumPy and gymnasium refuse negative seeds
     if FLAGS.vector_mode not in envs.VECTOR_MODES:
         raise UsageError(f"--vector_mode: unknown mode {FLAGS.vector_mode!r}; choose one of {', '.join(envs.VECTOR_MODES)}")
     # --resume: the config as saved, even if the presets have changed since.
@@ -134,6 +169,11 @@ def main(argv):
     if FLAGS.resume:
         preset_name = saved[1].get("preset")
     runtime_options = runtime_lib.options_from_flags()
+    runtime_lib.validate_options(runtime_options)  # the checks that need no TensorFlow, before it loads
+    if run_dir_arg is not None:
+        cli.check_output_dir("run_dir", run_dir_arg)
+    if FLAGS.export_base_path:
+        cli.check_output_dir("export_base_path", pathlib.Path(FLAGS.export_base_path))
     if saved is not None:
         requested = runs.RunConfig(agent=FLAGS.agent, env_id=env_id, seed=FLAGS.seed, config=config,
                                    mixed_precision=runtime_options.mixed_precision)
@@ -144,8 +184,17 @@ def main(argv):
             raise UsageError(f"--run_dir {run_dir_arg} holds a run with a different config (requested != saved: "
                              f"{'; '.join(differences)}); {advice}")
     runtime = runtime_lib.apply(runtime_options)  # validates first; raises before anything is written
-    keras.utils.set_random_seed(FLAGS.seed)  # Python, NumPy and TF global seeds: network initialization
-    run_dir = prepare_run_dir(FLAGS.agent, env_id)
+    entry.check_runtime(config, runtime)
+    # Python, NumPy and TF global seeds: network initialization (under multi_worker, the chief's initial
+    # values are broadcast to every worker when the variables are created).
+    keras.utils.set_random_seed(FLAGS.seed)
+    if chief:
+        run_dir = prepare_run_dir(FLAGS.agent, env_id)
+    else:
+        # The loop checkpoints as on the chief (TF's pattern for non-chief workers: a temporary directory);
+        # TemporaryDirectory deletes it when main returns or raises.
+        worker_dir = tempfile.TemporaryDirectory(prefix="tfrl-worker-")
+        run_dir = pathlib.Path(worker_dir.name)
 
     if saved is None:
         resolved = {
@@ -154,7 +203,10 @@ def main(argv):
             "preset": preset_name, "vector_mode": FLAGS.vector_mode,
             "hparams": config_lib.to_dict(config), "runtime": dataclasses.asdict(runtime_options),
         }
-        (run_dir / runs.CONFIG_FILE).write_text(json.dumps(resolved, indent=2) + "\n")
+        try:
+            (run_dir / runs.CONFIG_FILE).write_text(json.dumps(resolved, indent=2) + "\n")
+        except OSError as e:
+            raise UsageError(f"--run_dir: cannot write {run_dir / runs.CONFIG_FILE}: {e.strerror}") from None
     for line in runtime.banner().splitlines():
         logging.info("%s", line)
     logging.info("agent=%s env=%s preset=%s seed=%d run_dir=%s", FLAGS.agent, env_id, preset_name, FLAGS.seed, run_dir)
@@ -163,11 +215,25 @@ def main(argv):
         logging.info("%s holds this run already: %s", run_dir,
                      f"resuming from its newest loadable checkpoint (newest: {number})" if number
                      else "no checkpoint yet, starting over")
-    result = entry.train(config, env_id, FLAGS.seed, runtime, run_dir, vector_mode=FLAGS.vector_mode)
+    stop = shutdown.StopRequest.on_signals()
+    # Each worker its own env, exploration and replay seeds; the chief's are --seed.
+    result = entry.train(config, env_id, runtime.worker_seed(FLAGS.seed), runtime, run_dir,
+                         vector_mode=FLAGS.vector_mode, stop_requested=stop.requested)
+    if result["kind"] == "stopped":
+        print(f"stopped by {stop.signal_name} at env step {result['env_step']}: checkpoint {result['checkpoint']} "
+              f"saved; run the same command (or --resume --run_dir={run_dir}) to continue", flush=True)
+        return
     print(f"final evaluation: env={env_id} episodes={result['episodes']} "
           f"return={result['return_mean']:.2f} +/- {result['return_std']:.2f} "
-          f"env_steps={result['env_step']} wall_time_s={result['wall_time_s']:.1f} run_dir={run_dir}", flush=True)
-    export_final_policy(run_dir, FLAGS.agent, env_id)
+          f"env_steps={result['env_step']} wall_time_s={result['wall_time_s']:.1f} "
+          f"run_dir={run_dir if chief else 'none (not the chief)'}", flush=True)
+    if runtime.cluster.num_workers > 1:
+        number = checkpoints.latest_checkpoint_number(run_dir)
+        prefix = run_dir / checkpoints.CHECKPOINT_DIR / f"ckpt-{number}"
+        print(f"final checkpoint: task={runtime.cluster.task} variables_sha256={distribute.checkpoint_digest(prefix)}",
+              flush=True)
+    if chief:
+        export_final_policy(run_dir, FLAGS.agent, env_id)
 
 
 def export_final_policy(run_dir: pathlib.Path, agent_name: str, env_id: str) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import config as config_lib, networks
+from tfrl import config as config_lib, networks, numerics
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import (A2CLearner, a2c_loss, bootstrap_truncated, explained_variance,
                                       n_step_advantages)
@@ -320,3 +320,24 @@ def test_presets_load_and_auto_pick_the_tuned_one(env_id, expected):
     preset = config_lib.find_preset(REPO_ROOT / "configs", "a2c", env_id)
     assert preset.name == expected
     config_lib.apply_overrides(A2CConfig(), preset.hparams, preset.name)  # raises on a bad key or value
+
+
+# --- numeric guard (tfrl.numerics) -----------------------------------------------------------
+
+def test_a_nan_advantage_stops_the_update_naming_the_loss_and_gradients():
+    learner = _tiny_learner()
+    learner.train(**TINY_BATCH, learning_rate=1e-3)  # update 1: finite
+    batch = {**TINY_BATCH, "advantages": np.array([1.0, np.nan], np.float32)}
+    with pytest.raises(numerics.NonFiniteError) as raised:
+        learner.train(**batch, learning_rate=1e-3)
+    # The logits and values of update 2 are finite; the NaN advantage makes the policy loss and its gradients NaN.
+    assert (raised.value.tensors, raised.value.gradient_step) == (["loss", "gradients"], 2)
+
+
+def test_a_poisoned_value_weight_is_reported_as_non_finite_outputs():
+    learner = _tiny_learner()
+    head = learner.network.get_layer("value_head")
+    head.set_weights([np.array([[np.inf], [0.5]], np.float32), np.zeros(1, np.float32)])
+    with pytest.raises(numerics.NonFiniteError) as raised:
+        learner.train(**TINY_BATCH, learning_rate=1e-3)
+    assert "policy logits or values" in raised.value.tensors

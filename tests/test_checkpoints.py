@@ -5,12 +5,16 @@ options say mixed_float16, never applied: the networks stay float32, but the
 optimizer carries the loss-scale state that must survive a checkpoint).
 """
 
+import contextlib
+import dataclasses
+import errno
 import json
 import logging
 import os
 import pathlib
 import random
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -21,7 +25,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import checkpoints
+from tfrl import checkpoints, numerics as numerics_lib
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner
 from tfrl.checkpoints import Checkpointer, CheckpointError
@@ -207,6 +211,71 @@ def test_a_save_killed_before_the_tf_commit_leaves_the_previous_checkpoint(tmp_p
     assert not list(directory.glob("ckpt-3*"))
 
 
+def _fill_the_disk_in_numpy(monkeypatch):
+    """np.savez_compressed writes a few bytes, then the disk is full."""
+    def savez_compressed(file, **arrays):
+        file.write(b"PK\x03\x04 a partial zip")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(np, "savez_compressed", savez_compressed)
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _file_size_limit(monkeypatch, limit_bytes=200):
+    """A real write failure inside TensorFlow's C++ writer: RLIMIT_FSIZE makes write(2) fail with EFBIG
+    (SIGXFSZ ignored), as a full disk makes it fail with ENOSPC."""
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, old_limit[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
+        signal.signal(signal.SIGXFSZ, old_handler)
+
+
+@pytest.mark.parametrize("fail_writes, arrays, reason", [
+    (_fill_the_disk_in_numpy, {"a": np.arange(7)}, "No space left on device"),
+    # No arrays, and a JSON file under the limit: the first write over it is TF's (the object graph in ckpt-3.index).
+    (_file_size_limit, None, "File too large"),
+], ids=["disk-full-in-arrays", "write-error-in-tf-files"])
+def test_a_failed_write_is_one_clear_error_and_leaves_the_previous_checkpoint(tmp_path, monkeypatch, fail_writes,
+                                                                             arrays, reason):
+    net, step, _ = _two_checkpoints(tmp_path)
+    directory = tmp_path / "checkpoints"
+    weights_2 = [w.copy() for w in net.get_weights()]
+    checkpointer = Checkpointer(tmp_path, {"net": net, "step": step})
+    with monkeypatch.context() as m, fail_writes(m):
+        with pytest.raises(checkpoints.CheckpointWriteError) as raised:
+            checkpointer.save(300, {"at": 300}, arrays)
+    message = str(raised.value)
+    assert message.startswith(f"cannot write checkpoint 3 in {directory} (") and reason in message, message
+    assert message.endswith("); checkpoint 2 is still the newest") and "function_node" not in message
+    if arrays is None:
+        assert "[Op:" in message  # raised by a TF op, not by the JSON write before it
+    assert not list(directory.glob("ckpt-3*")) and checkpointer.numbers() == [2, 1]  # nothing of 3 is left
+
+    net.set_weights([w * 0 for w in weights_2])
+    restored = Checkpointer(tmp_path, {"net": net, "step": step}).restore_latest()
+    assert (restored.number, restored.env_step, int(step.numpy())) == (2, 200, 2)
+    assert all(np.array_equal(a, b) for a, b in zip(net.get_weights(), weights_2))
+    assert checkpointer.save(300, {"at": 300}, arrays) == 3  # with room again, saving goes on
+
+
+def test_launchers_report_a_run_error_as_one_line_with_its_exit_code(tmp_path):
+    code = ("from tfrl import cli, errors\n"
+            "def main(argv):\n"
+            "    raise errors.RunError('cannot write checkpoint 9 (No space left on device)')\n"
+            "cli.run(main)\n")
+    script = tmp_path / "launcher.py"
+    script.write_text(code)
+    completed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                               env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), timeout=60)
+    assert completed.returncode == 1
+    assert completed.stderr == "launcher.py: error: cannot write checkpoint 9 (No space left on device)\n"
+
+
 def test_only_the_newest_keep_checkpoints_remain_with_their_side_files(tmp_path):
     checkpointer = Checkpointer(tmp_path, {"v": tf.Variable(1.0)}, keep=3)
     for env_step in range(1, 6):
@@ -229,9 +298,9 @@ TINY_HP = [f"total_env_steps={TOTAL_ENV_STEPS}", "checkpoint_interval=500", "hid
 class _Run:
     """A scripts/train.py subprocess with its output in files (no pipe to fill up)."""
 
-    def __init__(self, args, tmp_path: pathlib.Path, name: str):
+    def __init__(self, args, tmp_path: pathlib.Path, name: str, extra_env: dict | None = None):
         self.stdout_path, self.stderr_path = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
-        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2", **(extra_env or {}))
         with open(self.stdout_path, "w") as out, open(self.stderr_path, "w") as err:
             self.process = subprocess.Popen([sys.executable, TRAIN, *args], stdout=out, stderr=err, env=env,
                                             cwd=tmp_path)
@@ -320,3 +389,167 @@ def test_train_killed_with_sigkill_resumes_and_finishes(tmp_path):
     serving = tf.saved_model.load(str(model_dir / str(version))).signatures["serving_default"]
     outputs = serving(observation=tf.zeros([3, 4]))
     assert outputs["action"].dtype == tf.int64 and outputs["action"].shape == (3,)
+
+
+# --- the fault matrix: SIGKILL inside each write, SIGTERM, and resume -------------------------
+
+FAULT_TOTAL_ENV_STEPS = 6000
+FAULT_HP = [f"total_env_steps={FAULT_TOTAL_ENV_STEPS}", "checkpoint_interval=1000", "hidden_sizes=16,16",
+            "replay_capacity=2000", "batch_size=32", "learning_starts=200", "train_freq=4", "gradient_steps=1",
+            "target_update_period=100", "eval_interval=0", "final_eval_episodes=3", "log_interval=500"]
+
+
+def _file_hashes(directory: pathlib.Path, stem: str) -> dict[str, str]:
+    import hashlib
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.glob(stem + ".*"))}
+
+
+def _paused_run(args, tmp_path, name, point) -> "_Run":
+    """A train.py run held by tfrl.crash_test_hooks at `point` (waits until it is there)."""
+    paused = tmp_path / f"{name}.paused"
+    run = _Run(args, tmp_path, name, {"TFRL_TEST_PAUSE_AT": point, "TFRL_TEST_PAUSED_FILE": str(paused)})
+    run.wait_for(paused.exists, f"the pause at {point}", timeout=180)
+    return run
+
+
+def test_sigkill_inside_each_write_and_sigterm_lose_nothing(tmp_path):
+    """One run through every fault: each kill leaves the newest committed checkpoint loadable, and the next
+    launch of the same command continues from it, to the same end as an undisturbed run."""
+    run_dir = tmp_path / "run"
+    checkpoint_dir = run_dir / "checkpoints"
+    args = ["--agent=dqn", "--env=CartPole-v1", "--preset=none", "--seed=5", f"--run_dir={run_dir}",
+            *[f"--hp={hp}" for hp in FAULT_HP]]
+    model_dir = run_dir / "saved_models" / "dqn-CartPole-v1"
+
+    # 1. Killed inside checkpoint 2's TF write: its TF files are in place, the state file does not list it yet.
+    run = _paused_run(args, tmp_path, "1-tf-write", "checkpoint.tf_files_written:2")
+    assert (checkpoint_dir / "ckpt-2.index").exists() and checkpoints.latest_checkpoint_number(run_dir) == 1
+    good = _file_hashes(checkpoint_dir, "ckpt-1")
+    run.kill()
+    assert checkpoints.latest_checkpoint_number(run_dir) == 1
+    assert _file_hashes(checkpoint_dir, "ckpt-1") == good
+
+    # 2. Resumed from 1, killed while writing the replay buffer of its first checkpoint (number 3: the orphan
+    #    number 2 is never reused) to its temp file.
+    run = _paused_run(args, tmp_path, "2-replay-write", "checkpoint.arrays_written:1")
+    assert "restored checkpoint 1" in run.stderr()
+    assert list(checkpoint_dir.glob("ckpt-3.npz.tmp-*")) and not (checkpoint_dir / "ckpt-3.npz").exists()
+    run.kill()
+    assert checkpoints.latest_checkpoint_number(run_dir) == 1
+    assert _file_hashes(checkpoint_dir, "ckpt-1") == good
+
+    # 3. Resumed from 1 again; SIGTERM once it has logged past the resume: a checkpoint, then exit code 0.
+    resumes = lambda: sum(r["kind"] == "resume" for r in read_metrics(run_dir / "metrics.jsonl"))  # noqa: E731
+    run = _Run(args, tmp_path, "3-sigterm")
+    run.wait_for(lambda: resumes() == 2 and read_metrics(run_dir / "metrics.jsonl")[-1]["kind"] == "train",
+                 "a train record after the second resume")
+    os.kill(run.process.pid, signal.SIGTERM)
+    assert run.process.wait(timeout=120) == 0, _without_tf_noise(run.stderr())[-3000:]
+    stopped = re.search(r"^stopped by SIGTERM at env step (\d+): checkpoint (\d+) saved; run the same command",
+                        run.stdout_path.read_text(), re.M)
+    assert stopped, run.stdout_path.read_text()
+    stop_step, stop_number = int(stopped.group(1)), int(stopped.group(2))
+    assert 1000 < stop_step < FAULT_TOTAL_ENV_STEPS
+    assert checkpoints.latest_checkpoint_number(run_dir) == stop_number
+    assert json.loads((checkpoint_dir / f"ckpt-{stop_number}.json").read_text())["env_step"] == stop_step
+    assert not list(checkpoint_dir.glob("ckpt-2*")) and not list(checkpoint_dir.glob("ckpt-3.npz*"))  # swept
+    assert not model_dir.exists()  # stopped early: no final evaluation, no export
+
+    # 4. Resumed from the SIGTERM checkpoint, trains to the end, killed inside the export before its rename.
+    run = _paused_run(args, tmp_path, "4-export", "export.before_rename")
+    assert f"restored checkpoint {stop_number} (env step {stop_step})" in run.stderr()
+    run.kill()
+    assert [p.name for p in model_dir.iterdir() if p.name.isdigit()] == []  # a version is complete or absent
+    assert list(model_dir.glob(".tmp-*"))  # the unfinished export, under a name TF Serving ignores
+    final_number = checkpoints.latest_checkpoint_number(run_dir)
+    assert json.loads((checkpoint_dir / f"ckpt-{final_number}.json").read_text())["env_step"] == FAULT_TOTAL_ENV_STEPS
+
+    # 5. The same command once more: nothing left to train; the final evaluation and the export complete.
+    run = _Run(args, tmp_path, "5-finish")
+    assert run.process.wait(timeout=180) == 0, _without_tf_noise(run.stderr())[-3000:]
+    assert f"restored checkpoint {final_number}" in run.stderr()
+    assert f"exported: {model_dir / '1'}" in run.stdout_path.read_text()
+    serving = tf.saved_model.load(str(model_dir / "1")).signatures["serving_default"]
+    assert serving(observation=tf.zeros([2, 4]))["action"].shape == (2,)
+
+    records = read_metrics(run_dir / "metrics.jsonl")
+    assert [r["env_step"] for r in records if r["kind"] == "train"] == list(range(500, FAULT_TOTAL_ENV_STEPS + 1, 500))
+    # Launches 4 and 5 both evaluated the final policy (4 was killed after it, in the export).
+    assert [r["env_step"] for r in records if r["kind"] == "final_eval"] == [FAULT_TOTAL_ENV_STEPS] * 2
+    assert records[-1]["kind"] == "final_eval"
+
+
+# --- the training loops under a diverging step and a stop request (in-process) ------------------
+
+def _loop_case(agent: str, **overrides):
+    """(train function, config) of a tiny CartPole run that checkpoints at env step 200, before learning starts."""
+    if agent == "dqn":
+        from tfrl.agents.dqn import loop
+        config = DQNConfig(total_env_steps=1200, hidden_sizes=(16, 16), batch_size=16, replay_capacity=500,
+                           learning_starts=300, train_freq=4, gradient_steps=1, target_update_period=100,
+                           eval_interval=0, final_eval_episodes=1, log_interval=200, checkpoint_interval=200)
+    else:
+        from tfrl.agents.a2c import loop
+        from tfrl.agents.a2c.config import A2CConfig
+        config = A2CConfig(total_env_steps=1200, num_envs=4, n_steps=5, hidden_sizes=(16, 16), eval_interval=0,
+                           final_eval_episodes=1, log_interval=200, checkpoint_interval=200)
+    return loop.train, dataclasses.replace(config, **overrides)
+
+
+def _snapshot(directory: pathlib.Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize("agent", ["dqn", "a2c"])
+def test_a_diverging_loop_stops_naming_the_env_step_and_writes_nothing_after_the_last_good_checkpoint(
+        tmp_path, monkeypatch, agent):
+    # A step size of 1e30 makes the weights ~1e30 after the first update; the next forward pass overflows.
+    # DQN's first update is at env step 300, after checkpoint 1 (200); A2C's are every 20 env steps from the start,
+    # so it checkpoints after each (finite, if huge) one.
+    train, config = _loop_case(agent, learning_rate=1e30, **({} if agent == "dqn" else {"checkpoint_interval": 20}))
+    snapshots = []
+    save = Checkpointer.save
+
+    def save_and_snapshot(self, *args, **kwargs):
+        number = save(self, *args, **kwargs)
+        snapshots.append(_snapshot(self.directory))
+        return number
+
+    monkeypatch.setattr(Checkpointer, "save", save_and_snapshot)
+    runtime = Runtime(options=RuntimeOptions(), device_name="/device:CPU:0")
+    with pytest.raises(numerics_lib.NonFiniteError) as raised:
+        train(config, "CartPole-v1", 0, runtime, tmp_path, progress_bar=False)
+    error = raised.value
+    assert error.env_step is not None and error.env_step <= 600, str(error)
+    assert len(snapshots) >= 1 and error.last_checkpoint[1] == len(snapshots), str(error)
+    assert error.last_checkpoint[0] < error.env_step
+    assert str(error).startswith("training diverged: non-finite ")
+    assert str(error).endswith(f"at env step {error.env_step} (gradient step {error.gradient_step}); stopped "
+                               f"without saving: checkpoint {len(snapshots)} (env step {error.last_checkpoint[0]}) "
+                               "is the newest")
+    assert _snapshot(tmp_path / "checkpoints") == snapshots[-1]  # byte for byte, and no file added
+    assert not (tmp_path / "saved_models").exists()
+
+
+@pytest.mark.parametrize("agent", ["dqn", "a2c"])
+def test_a_stop_request_checkpoints_and_the_next_run_continues_from_it(tmp_path, agent):
+    train, config = _loop_case(agent)
+    runtime = Runtime(options=RuntimeOptions(), device_name="/device:CPU:0")
+    polls = []
+
+    def stop_requested() -> bool:  # after the first log (200): DQN polls per vector step, A2C per rollout
+        polls.append(1)
+        return len(polls) >= 300 if agent == "dqn" else len(polls) >= 15
+
+    stopped = train(config, "CartPole-v1", 0, runtime, tmp_path, progress_bar=False, stop_requested=stop_requested)
+    assert stopped["kind"] == "stopped"
+    expected_step = 299 if agent == "dqn" else 14 * 4 * 5  # polls before the stop x env steps per poll
+    assert stopped["env_step"] == expected_step
+    restored = Checkpointer(tmp_path, {}).restore_latest(load_arrays=False)
+    assert (restored.number, restored.env_step) == (stopped["checkpoint"], expected_step)
+
+    final = train(config, "CartPole-v1", 0, runtime, tmp_path, progress_bar=False)
+    assert final["kind"] == "final_eval" and final["env_step"] == 1200
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["env_step"] for r in records if r["kind"] == "resume"] == [expected_step]
+    assert [r["env_step"] for r in records if r["kind"] == "train"] == list(range(200, 1201, 200))

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import runtime as runtime_lib
+from tfrl import numerics, runtime as runtime_lib
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, huber, q_learning_loss, td_targets
 from tfrl.envs import EnvInfo
@@ -484,3 +484,39 @@ def test_learner_variables_and_step_on_second_logical_cpu():
             assert name.endswith("/device:CPU:1"), (group, name)
     assert np.isfinite(result["loss"])
     assert result["gradient_steps"] == 2
+
+
+# --- numeric guard (tfrl.numerics) -----------------------------------------------------------
+
+def test_a_nan_reward_stops_the_train_call_naming_the_loss_and_gradients_and_the_first_bad_step(runtime):
+    learner = _hand_learner(runtime)
+    learner.train(_stack(HAND_BATCH, 3), False)  # gradient steps 1..3, all finite
+    batch = _stack(HAND_BATCH, 3)
+    batch["reward"][1, 0] = np.nan  # the 2nd of this call's 3 steps: gradient step 5
+    with pytest.raises(numerics.NonFiniteError) as raised:
+        learner.train(batch, False)
+    # Q(s) is finite at step 5 (4 finite updates so far); the NaN target makes the loss and its gradients NaN.
+    assert (raised.value.tensors, raised.value.gradient_step) == (["loss", "gradients"], 5)
+    assert str(raised.value) == ("training diverged: non-finite loss, gradients at gradient step 5; "
+                                 "stopped without saving: no checkpoint had been written")
+    error = raised.value.at(env_step=1234, last_checkpoint=(1000, 4))
+    assert str(error) == ("training diverged: non-finite loss, gradients at env step 1234 (gradient step 5); "
+                          "stopped without saving: checkpoint 4 (env step 1000) is the newest")
+
+
+def test_a_poisoned_weight_is_reported_as_non_finite_q_values(runtime):
+    learner = _hand_learner(runtime)
+    head = learner.online.get_layer("q_head")
+    kernel, bias = head.get_weights()
+    kernel[0, 0] = np.inf  # Q(s, 0) = inf * s0 + ...: +inf for both rows (s0 > 0)
+    head.set_weights([kernel, bias])
+    with pytest.raises(numerics.NonFiniteError) as raised:
+        learner.train(_stack(HAND_BATCH, 2), False)
+    assert "Q-values" in raised.value.tensors and raised.value.gradient_step == 1
+
+
+def test_finite_steps_raise_nothing_and_keep_the_output_layout(runtime):
+    learner = _hand_learner(runtime)
+    loss, q_mean, weights = _call(learner, _stack(HAND_BATCH, 1))
+    assert loss == pytest.approx(HAND_DOUBLE_LOSS) and q_mean == pytest.approx(4.5)
+    assert [w.shape for w in weights] == [(2, 2), (2,), (2, 2), (2,)]

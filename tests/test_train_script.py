@@ -18,6 +18,8 @@ import sys
 
 import pytest
 
+from tfrl.metrics import TIMING_FIELDS
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 TRAIN = str(REPO_ROOT / "scripts" / "train.py")
 
@@ -38,9 +40,16 @@ class Launch:
 
 
 def _launch(args, run_dir):
+    """Runs train.py with --run_dir=run_dir, unless args set --run_dir; "{tmp}" in args is run_dir's parent,
+    which holds a regular file named a_file."""
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    (run_dir.parent / "a_file").write_text("not a directory\n")
+    args = [arg.replace("{tmp}", str(run_dir.parent)) for arg in args]
+    if not any(arg.startswith("--run_dir=") for arg in args):
+        args.append(f"--run_dir={run_dir}")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     env.pop("KERAS_BACKEND", None)
-    completed = subprocess.run([sys.executable, TRAIN, *args, f"--run_dir={run_dir}"], capture_output=True,
+    completed = subprocess.run([sys.executable, TRAIN, *args], capture_output=True,
                                text=True, cwd=REPO_ROOT, env=env, timeout=300)
     return Launch(completed.returncode, completed.stdout, completed.stderr, run_dir)
 
@@ -54,11 +63,27 @@ LEARNING_ARGS = [
 ]
 RANDOM_POLICY_RETURN = 22  # CartPole-v1 under uniformly random actions, averaged over many episodes
 
-# A few hundred env steps with two train calls: enough for the loss and Q-values to depend on every seeded thing.
-TINY_ARGS = [
-    "--agent=dqn", "--env=CartPole-v1", "--hp=total_env_steps=512", "--hp=hidden_sizes=16",
-    "--hp=learning_starts=0", "--hp=train_freq=256", "--hp=gradient_steps=4", "--hp=batch_size=32",
-    "--hp=log_interval=256", "--hp=eval_interval=0", "--hp=final_eval_episodes=3",
+# Short CartPole runs with --deterministic (a few thousand env steps, tiny networks), launched twice each:
+# enough updates, evaluations and checkpoints for every seeded thing to show in the numbers.
+REPRODUCIBLE_ARGS = {
+    "dqn": ["--agent=dqn", "--env=CartPole-v1", "--preset=none", "--seed=3", "--deterministic", "--export_base_path=",
+            "--hp=total_env_steps=2000", "--hp=hidden_sizes=16,16", "--hp=learning_starts=200",
+            "--hp=gradient_steps=1", "--hp=batch_size=32", "--hp=replay_capacity=2000",
+            "--hp=target_update_period=100", "--hp=log_interval=500", "--hp=eval_interval=1000",
+            "--hp=eval_episodes=2", "--hp=final_eval_episodes=3", "--hp=checkpoint_interval=1000"],
+    "a2c": ["--agent=a2c", "--env=CartPole-v1", "--preset=none", "--seed=3", "--deterministic", "--export_base_path=",
+            "--hp=total_env_steps=4000", "--hp=hidden_sizes=16,16", "--hp=log_interval=1000",
+            "--hp=eval_interval=2000", "--hp=eval_episodes=2", "--hp=final_eval_episodes=3",
+            "--hp=checkpoint_interval=2000"],
+}
+
+# A step size of 1e30: the first update (env step 600, after checkpoint 1 at 500) makes the weights ~1e30,
+# and the next forward pass overflows float32.
+DIVERGING_ARGS = [
+    "--agent=dqn", "--env=CartPole-v1", "--preset=none", "--seed=0", "--hp=learning_rate=1e30",
+    "--hp=total_env_steps=3000", "--hp=learning_starts=600", "--hp=checkpoint_interval=500",
+    "--hp=hidden_sizes=16,16", "--hp=gradient_steps=1", "--hp=batch_size=32", "--hp=log_interval=500",
+    "--hp=eval_interval=0",
 ]
 
 # (case id, arguments, what the one error line must contain)
@@ -74,8 +99,28 @@ BAD_INPUTS = [
      "--hp: unknown hyperparameter 'unknown_key' for DQNConfig"),
     ("ill_typed_hparam", ["--agent=dqn", "--env=CartPole-v1", "--hp=batch_size=abc"],
      "hyperparameter 'batch_size': 'abc' is not a valid int"),
-    ("zero_envs", ["--agent=dqn", "--env=CartPole-v1", "--num_envs=0"], "num_envs must be > 0, got 0"),
+    ("zero_envs", ["--agent=dqn", "--env=CartPole-v1", "--num_envs=0"], "--num_envs must be >= 1, got 0"),
     ("missing_agent", ["--env=CartPole-v1"], "--agent and --env are required"),
+    # The rest are checked before TensorFlow loads: each launch takes well under a second of CPU.
+    ("unknown_device", ["--agent=dqn", "--env=CartPole-v1", "--device=tpu"],
+     "--device: cannot parse 'tpu'; choose one of auto, cpu, cpu:N, gpu, gpu:N"),
+    ("negative_envs", ["--agent=a2c", "--env=CartPole-v1", "--num_envs=-4"], "--num_envs must be >= 1, got -4"),
+    ("negative_seed", ["--agent=dqn", "--env=CartPole-v1", "--seed=-1"], "--seed must be >= 0, got -1"),
+    ("zero_batch_size", ["--agent=dqn", "--env=CartPole-v1", "--hp=batch_size=0"], "batch_size must be > 0, got 0"),
+    ("negative_learning_rate", ["--agent=a2c", "--env=CartPole-v1", "--hp=learning_rate=-0.001"],
+     "learning_rate must be > 0, got -0.001"),
+    ("zero_rollout", ["--agent=a2c", "--env=CartPole-v1", "--hp=n_steps=0"], "n_steps must be > 0, got 0"),
+    ("zero_layer", ["--agent=dqn", "--env=CartPole-v1", "--hp=hidden_sizes=64,0"],
+     "hidden_sizes must be positive layer sizes, got (64, 0)"),
+    ("zero_threads", ["--agent=dqn", "--env=CartPole-v1", "--logical_cpus=0"], "--logical_cpus: must be >= 1, got 0"),
+    ("bad_vector_mode", ["--agent=dqn", "--env=CartPole-v1", "--vector_mode=threads"],
+     "--vector_mode: unknown mode 'threads'; choose one of sync, async"),
+    ("run_dir_not_creatable", ["--agent=dqn", "--env=CartPole-v1", "--run_dir={tmp}/a_file/run"],
+     "--run_dir: cannot create {tmp}/a_file/run: {tmp}/a_file is not a directory"),
+    ("export_dir_not_creatable", ["--agent=dqn", "--env=CartPole-v1", "--export_base_path={tmp}/a_file/models"],
+     "--export_base_path: cannot create {tmp}/a_file/models: {tmp}/a_file is not a directory"),
+    ("run_dir_of_no_run", ["--agent=dqn", "--env=CartPole-v1", "--run_dir={tmp}"],
+     "--run_dir {tmp} is not empty and holds no tfrl run (no config.json); pick a new one"),
 ]
 
 
@@ -83,8 +128,8 @@ BAD_INPUTS = [
 def launches(tmp_path_factory):
     """Starts every launch of this module, two at a time; returns {name: Future[Launch]}."""
     base = tmp_path_factory.mktemp("train_script")
-    jobs = [("learning", LEARNING_ARGS), ("tiny_seed0_a", [*TINY_ARGS, "--seed=0"]),
-            ("tiny_seed0_b", [*TINY_ARGS, "--seed=0"])]
+    jobs = [("learning", LEARNING_ARGS), ("diverging", DIVERGING_ARGS)]
+    jobs += [(f"{agent}_{copy}", args) for agent, args in REPRODUCIBLE_ARGS.items() for copy in ("a", "b")]
     jobs += [(name, args) for name, args, _ in BAD_INPUTS]
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
     futures = {name: pool.submit(_launch, args, base / name / "run") for name, args in jobs}
@@ -102,8 +147,9 @@ def test_bad_input_exits_2_with_one_error_line_and_writes_nothing(launches, name
     lines = launch.stderr_lines()
     assert len(lines) == 1, lines
     assert lines[0].startswith("train.py: error: "), lines
-    assert message in lines[0]
+    assert message.replace("{tmp}", str(launch.run_dir.parent)) in lines[0]
     assert not launch.run_dir.exists()
+    assert sorted(p.name for p in launch.run_dir.parent.iterdir()) == ["a_file"]  # nothing written beside it
     assert launch.stdout == ""
 
 
@@ -174,21 +220,55 @@ def test_learning_run_writes_tensorboard_events(learning_run):
     assert {"episode/return", "train/loss", "eval/return_mean", "final_eval/return_mean"} <= tags
 
 
-# --- reproducibility -----------------------------------------------------------------------------
+# --- reproducibility: --seed and --deterministic ------------------------------------------------
 
-def _train_records(launch):
+def _records_without_timing(launch):
     assert launch.returncode == 0, launch.stderr[-3000:]
     records = [json.loads(line) for line in (launch.run_dir / "metrics.jsonl").read_text().splitlines()]
-    # Everything but the clock.
-    return [{k: v for k, v in r.items() if k not in ("wall_time_s", "env_steps_per_s")}
-            for r in records if r["kind"] in ("train", "final_eval")]
+    # Only the clock may differ.
+    return [{k: v for k, v in r.items() if k not in TIMING_FIELDS} for r in records]
 
 
-def test_same_seed_gives_the_same_run(launches):
-    # --seed seeds "environments, network initialization, exploration and replay sampling" (its help text),
-    # so two runs with one seed must log the same losses and Q-values.
-    first = _train_records(launches["tiny_seed0_a"].result())
-    second = _train_records(launches["tiny_seed0_b"].result())
-    assert [r["env_step"] for r in first] == [256, 512, 512]
-    assert first == second
+def _newest_checkpoint_tensors(run_dir):
+    """{name: raw bytes} of every tensor of the newest checkpoint: weights, optimizer slots, counters."""
+    import tensorflow as tf
 
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(run_dir / "checkpoints")))
+    return {name: reader.get_tensor(name).tobytes() for name in reader.get_variable_to_shape_map()
+            if not name.startswith("_CHECKPOINTABLE_OBJECT_GRAPH")}
+
+
+@pytest.mark.parametrize("agent, train_steps, eval_steps", [
+    ("dqn", [500, 1000, 1500, 2000], [1000, 2000]),
+    ("a2c", [1000, 2000, 3000, 4000], [2000, 4000]),
+])
+def test_same_seed_and_deterministic_give_identical_metrics_and_weights(launches, agent, train_steps, eval_steps):
+    first = _records_without_timing(launches[f"{agent}_a"].result())
+    second = _records_without_timing(launches[f"{agent}_b"].result())
+    assert [r["env_step"] for r in first if r["kind"] == "train"] == train_steps
+    assert [r["env_step"] for r in first if r["kind"] == "eval"] == eval_steps
+    assert all(r["episodes"] > 0 and math.isfinite(r["loss"]) for r in first if r["kind"] == "train")
+    assert json.dumps(first) == json.dumps(second)  # byte for byte, every record
+
+    weights = _newest_checkpoint_tensors(launches[f"{agent}_a"].result().run_dir)
+    assert len(weights) >= 10  # networks, optimizer slots, step counters
+    assert weights == _newest_checkpoint_tensors(launches[f"{agent}_b"].result().run_dir)
+
+
+# --- numeric guard ------------------------------------------------------------------------------
+
+def test_a_diverging_run_stops_with_exit_code_3_naming_the_step_and_keeps_the_last_good_checkpoint(launches):
+    launch = launches["diverging"].result()
+    assert launch.returncode == 3, launch.stderr[-3000:]
+    assert "Traceback" not in launch.stderr
+    last = launch.stderr_lines()[-1]
+    match = re.fullmatch(r"train\.py: error: training diverged: non-finite (.+) at env step (\d+) "
+                         r"\(gradient step (\d+)\); stopped without saving: checkpoint 1 \(env step 500\) "
+                         r"is the newest", last)
+    assert match, last
+    assert "Q-values" in match.group(1) and 600 < int(match.group(2)) < 1000 and int(match.group(3)) >= 2
+    checkpoint_dir = launch.run_dir / "checkpoints"
+    assert sorted(p.name for p in checkpoint_dir.iterdir()) == [
+        "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index", "ckpt-1.json", "ckpt-1.npz"]
+    assert not (launch.run_dir / "saved_models").exists()
+    assert "final evaluation" not in launch.stdout

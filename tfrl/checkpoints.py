@@ -22,6 +22,10 @@ warning naming the file, and the previous one is tried.
 
 Numbers are sequential (1, 2, ...); a new checkpoint always gets a number above
 every number on disk, so it never overwrites an older (maybe corrupt) one.
+
+A save that fails (a full disk, a read-only file system) removes what it wrote
+of checkpoint N and raises CheckpointWriteError, naming the newest checkpoint,
+which it has not touched.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from tfrl.errors import UsageError
+from tfrl import crash_test_hooks
+from tfrl.errors import RunError, UsageError
 
 KEEP_CHECKPOINTS = 3  # newest checkpoints kept; older ones are deleted after each save
 CHECKPOINT_DIR = "checkpoints"  # inside the run dir
@@ -50,6 +55,10 @@ _NUMBER = re.compile(rf"{_PREFIX}-(\d+)(?:\.|_temp$)")
 
 class CheckpointError(UsageError):
     """A requested checkpoint does not exist, or no listed checkpoint can be loaded."""
+
+
+class CheckpointWriteError(RunError):
+    """A checkpoint could not be written; the checkpoints written before it are intact."""
 
 
 class Restored(NamedTuple):
@@ -91,6 +100,11 @@ class Checkpointer:
         self._manager = None  # created at the first save: reading needs none, and it creates the directory
         self._last: tuple[int, int] | None = None  # (env step, number) of the last save or restore
 
+    @property
+    def last(self) -> tuple[int, int] | None:
+        """(env step, number) of the checkpoint this process last saved or restored; None before either."""
+        return self._last
+
     # ---- listing -------------------------------------------------------------
 
     def numbers(self) -> list[int]:
@@ -126,12 +140,25 @@ class Checkpointer:
         prefix, json_path, npz_path = self._paths(number)
         arrays = {name: np.asarray(value) for name, value in (arrays or {}).items()}
         manifest = {name: {"shape": list(a.shape), "dtype": a.dtype.str} for name, a in arrays.items()}
-        if arrays:
-            _atomic_write(npz_path, lambda f: np.savez_compressed(f, **arrays))
         record = {"format": _FORMAT_VERSION, "checkpoint_number": number, "env_step": int(env_step),
                   "saved_at": time.time(), "arrays": manifest, "loop_state": dict(loop_state)}
-        _atomic_write(json_path, lambda f: f.write(json.dumps(record).encode()))
-        self._manager.save(checkpoint_number=number)  # TF files, then the state file: the commit point
+        try:
+            if arrays:
+                _atomic_write(npz_path, lambda f: (np.savez_compressed(f, **arrays),
+                                                   crash_test_hooks.pause_point("checkpoint.arrays_written")))
+            _atomic_write(json_path, lambda f: f.write(json.dumps(record).encode()))
+            # TF files, then the state file: the commit point. Callbacks run between the two.
+            options = tf.train.CheckpointOptions(experimental_write_callbacks=[
+                lambda save_path: crash_test_hooks.pause_point("checkpoint.tf_files_written")])
+            self._manager.save(checkpoint_number=number, options=options)
+        except (OSError, tf.errors.OpError) as e:
+            self._sweep()  # checkpoint N is not listed: its files go
+            newest = self.numbers()
+            kept = f"checkpoint {newest[0]} is still the newest" if newest else "no checkpoint was written before"
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else getattr(e, "message", None) or str(e)
+            reason = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", reason)  # TF's internal function name
+            raise CheckpointWriteError(f"cannot write checkpoint {number} in {self.directory} ({reason}); "
+                                       f"{kept}") from None
         self._last = (int(env_step), number)
         self._sweep()
         logging.info("checkpoint %d saved at env step %d: %s", number, env_step, prefix)

@@ -3,17 +3,20 @@
 Bad input (an unknown flag, a bad value, a missing file) ends a launcher with
 one line on stderr, "<script>: error: <message>", and exit code 2, with no
 traceback: `run(main)` turns absl's flag errors and tfrl's UsageError into that.
+A run that stops on a condition its message fully explains (tfrl.errors.RunError:
+a full disk, exit code 1; diverged training, exit code 3) ends the same way.
 """
 
 from __future__ import annotations
 
+import os
 import pathlib
 import sys
 from typing import Callable
 
 from absl import app, flags
 
-from tfrl.errors import UsageError
+from tfrl.errors import RunError, UsageError
 
 
 class MissingExtraError(UsageError):
@@ -51,6 +54,21 @@ def run(main: Callable[[list[str]], None]) -> None:
     except UsageError as e:
         print(f"{_program()}: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except RunError as e:
+        print(f"{_program()}: error: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
+
+
+def check_output_dir(flag: str, directory: pathlib.Path) -> None:
+    """UsageError unless `directory` exists as a writable directory or can be created (checked, not created)."""
+    directory = pathlib.Path(directory)
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"--{flag}: cannot create {directory}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"--{flag}: {existing} is not writable")
 
 
 def no_extra_args(argv: list[str]) -> None:

@@ -34,7 +34,8 @@ from typing import Any, Callable, Mapping, Sequence
 import keras
 import tensorflow as tf
 
-from tfrl.errors import UsageError
+from tfrl import crash_test_hooks
+from tfrl.errors import RunError, UsageError
 
 METADATA_FILE = "tfrl_metadata.json"
 METADATA_DIR = "assets.extra"  # inside the version directory
@@ -72,7 +73,10 @@ def export_saved_model(policy: ServingPolicy, obs_shape: Sequence[int], base_pat
     if not model_name or model_name in (".", "..") or "/" in model_name or os.sep in model_name:
         raise UsageError(f"model name must be a plain directory name, got {model_name!r}")
     model_dir = pathlib.Path(base_path) / model_name
-    model_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        model_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create the model directory {model_dir}: {e.strerror}") from None
     archive = keras.export.ExportArchive()
     archive.track(policy.model)
     archive.add_endpoint(
@@ -82,9 +86,15 @@ def export_saved_model(policy: ServingPolicy, obs_shape: Sequence[int], base_pat
     )
     tmp_dir = model_dir / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
-        archive.write_out(str(tmp_dir), verbose=False)
-        (tmp_dir / METADATA_DIR).mkdir(exist_ok=True)
-        (tmp_dir / METADATA_DIR / METADATA_FILE).write_text(json.dumps(dict(metadata), indent=2) + "\n")
+        try:
+            archive.write_out(str(tmp_dir), verbose=False)
+            (tmp_dir / METADATA_DIR).mkdir(exist_ok=True)
+            (tmp_dir / METADATA_DIR / METADATA_FILE).write_text(json.dumps(dict(metadata), indent=2) + "\n")
+        except (OSError, tf.errors.OpError) as e:
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else getattr(e, "message", None) or str(e)
+            raise RunError(f"cannot write the SavedModel under {model_dir} ({reason}); "
+                           "no version directory was added") from None
+        crash_test_hooks.pause_point("export.before_rename")
         while True:
             version_dir = model_dir / str(max(version_numbers(model_dir), default=0) + 1)
             try:

@@ -22,6 +22,10 @@ import tensorflow as tf
 from absl import logging
 
 
+# The fields of a record that read the clock: the only ones that differ between two --deterministic runs.
+TIMING_FIELDS = ("wall_time_s", "env_steps_per_s")
+
+
 class MetricsLogger:
     """Writes each `log(...)` record to metrics.jsonl and TensorBoard (run_dir/tensorboard).
 

@@ -18,11 +18,15 @@ import json
 import pathlib
 from typing import Any
 
-import tensorflow as tf
-
 import tfrl
-from tfrl import agents, checkpoints, config as config_lib, envs, export
+from tfrl import agents, config as config_lib, envs
 from tfrl.errors import UsageError
+from tfrl.lazy_import import LazyModule
+
+# TensorFlow loads at the first policy load or export: a launcher checks a run's config.json without it.
+checkpoints = LazyModule("tfrl.checkpoints")
+export = LazyModule("tfrl.export")
+tf = LazyModule("tensorflow")
 
 CONFIG_FILE = "config.json"
 

@@ -12,14 +12,20 @@ import contextlib
 import dataclasses
 import importlib.metadata
 import importlib.util
+import os
 import re
 
 from absl import flags
 from absl import logging
-import keras
-import tensorflow as tf
+import numpy as np
 
-from tfrl import errors
+from tfrl import distribute, errors
+from tfrl.lazy_import import LazyModule
+
+# Imported at the first use, not with this module: launchers define and check their flags first,
+# so bad input is reported in a fraction of a second rather than after TensorFlow's ~5 s import.
+keras = LazyModule("keras")
+tf = LazyModule("tensorflow")
 
 PRECISION_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 _DEVICE_PATTERN = re.compile(r"(auto|cpu|gpu)(?::(\d+))?")
@@ -54,6 +60,15 @@ class RuntimeOptions:
       logical_cpus: split the one physical CPU into this many logical devices,
         so multi-device placement and distribution strategies can be tested on
         a CPU-only machine. 1 = TF's default.
+      strategy: "default" (no tf.distribute strategy), "one_device", "mirrored"
+        (all visible GPUs, else all logical CPUs) or "multi_worker" (TF_CONFIG);
+        see tfrl.distribute.
+      cross_device_ops: mirrored only: "auto" (TF's choice), "nccl" (RCCL on
+        ROCm builds), "hierarchical_copy" or "reduce_to_one".
+      collective: multi_worker only: "auto", "ring" or "nccl".
+      deterministic: TF op determinism (tf.config.experimental.enable_op_determinism):
+        with the seeds the launcher sets, two runs of one command on the same
+        hardware and software give the same numbers (docs/reliability.md).
     """
 
     device: str = "auto"
@@ -65,6 +80,10 @@ class RuntimeOptions:
     intra_op_threads: int = 0
     inter_op_threads: int = 0
     logical_cpus: int = 1
+    strategy: str = "default"
+    cross_device_ops: str = "auto"
+    collective: str = "auto"
+    deterministic: bool = False
 
 
 def loss_scaling_needed(policy_name: str) -> bool:
@@ -103,7 +122,7 @@ def _parse_visible_gpus(visible_gpus: str | None) -> list[int] | None:
 
 
 def validate_options(options: RuntimeOptions) -> None:
-    """Checks that need no TF device initialization; raises RuntimeConfigError."""
+    """Checks that need no TF device initialization; raises RuntimeConfigError or DistributeConfigError."""
     kind, index = _parse_device(options.device)
     if options.mixed_precision not in PRECISION_POLICIES:
         raise RuntimeConfigError(
@@ -134,6 +153,13 @@ def validate_options(options: RuntimeOptions) -> None:
             f"--device={options.device} but --logical_cpus={options.logical_cpus} makes only "
             f"CPU:0..CPU:{options.logical_cpus - 1}; raise --logical_cpus to at least {index + 1}"
         )
+    _cluster_task(options)
+
+
+def _cluster_task(options: RuntimeOptions) -> distribute.ClusterTask:
+    """This process's place in the cluster (from TF_CONFIG for --strategy=multi_worker); validates the strategy flags."""
+    return distribute.validate(options.strategy, options.device, options.cross_device_ops, options.collective,
+                               os.environ.get("TF_CONFIG"))
 
 
 @contextlib.contextmanager
@@ -258,10 +284,25 @@ class Runtime:
 
     options: RuntimeOptions
     device_name: str  # logical device, e.g. "/device:CPU:0" or "/device:GPU:1"
+    # None for --strategy=default: no tf.distribute strategy, variables and steps on device_name.
+    strategy: tf.distribute.Strategy | None = None
+    cluster: distribute.ClusterTask = distribute.SINGLE_PROCESS
 
     def scope(self):
-        """Context manager for building variables and running steps."""
-        return tf.device(self.device_name)
+        """Context manager for building variables (and the optimizer: before the first step) and running steps."""
+        return tf.device(self.device_name) if self.strategy is None else self.strategy.scope()
+
+    @property
+    def local_replicas(self) -> int:
+        """Replicas of the learner in this process (devices the strategy uses here)."""
+        return 1 if self.strategy is None else len(self.strategy.extended.worker_devices)
+
+    def worker_seed(self, seed: int) -> int:
+        """Seed of this worker's envs, exploration and replay: `seed` on the chief, a distinct one on each other
+        worker, so that workers do not collect identical episodes."""
+        if self.cluster.rank == 0:
+            return seed
+        return int(np.random.SeedSequence([seed, self.cluster.rank]).generate_state(1)[0] % 2**31)
 
     def banner(self) -> str:
         """Multi-line start-up summary for logs."""
@@ -278,6 +319,8 @@ class Runtime:
             f"  placement: {self.device_name}",
             f"  precision: {policy}",
             f"  XLA: {'on' if self.options.xla else 'off'}",
+            f"  strategy: {distribute.describe(self.strategy, self.cluster)}",
+            f"  op determinism: {'on' if self.options.deterministic else 'off'}",
             f"  threads: intra-op {threading.get_intra_op_parallelism_threads() or 'TF default'}, "
             f"inter-op {threading.get_inter_op_parallelism_threads() or 'TF default'}",
         ))
@@ -313,11 +356,21 @@ def pluggable_devices() -> list[str]:
 def apply(options: RuntimeOptions) -> Runtime:
     """Validates and applies `options` to this process's TF; call before any TF op."""
     validate_options(options)
+    cluster = _cluster_task(options)
     _set_threads(options)
     gpus = _set_visible_gpus(options.visible_gpus)
     _set_gpu_memory(gpus, options)
     _set_logical_cpus(options.logical_cpus)
+    strategy = None
+    if options.strategy == "multi_worker":
+        # Before _resolve_device, whose device listing initializes the TF context: the strategy configures it.
+        strategy = distribute.multi_worker_strategy(options.collective, gpus)
     device_name = _resolve_device(options.device)
+    if strategy is None:
+        strategy = distribute.local_strategy(options.strategy, device_name, options.cross_device_ops)
+    if options.deterministic:
+        # Process-wide and irreversible; ops without a deterministic kernel then raise instead of varying.
+        tf.config.experimental.enable_op_determinism()
     # Set last, so that a failed apply() leaves the process's Keras policy alone.
     keras.mixed_precision.set_global_policy(options.mixed_precision)
     if options.mixed_precision == "mixed_float16" and "CPU" in device_name:
@@ -326,7 +379,7 @@ def apply(options: RuntimeOptions) -> Runtime:
             device_name,
             "" if options.xla else "; without --xla far slower (DQN's train step: ~300x, docs/benchmarks.md)",
         )
-    return Runtime(options=options, device_name=device_name)
+    return Runtime(options=options, device_name=device_name, strategy=strategy, cluster=cluster)
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -366,6 +419,25 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_integer(
         "logical_cpus", default.logical_cpus,
         "Split the CPU into this many logical devices (to test multi-device code without GPUs).",
+        flag_values=flag_values)
+    flags.DEFINE_string(
+        "strategy", default.strategy,
+        f"Distribution: {', '.join(distribute.STRATEGIES)}. mirrored = all visible GPUs (else the logical CPUs); "
+        "multi_worker = the processes in TF_CONFIG. See docs/distributed.md.",
+        flag_values=flag_values)
+    flags.DEFINE_string(
+        "cross_device_ops", default.cross_device_ops,
+        f"All-reduce between one machine's devices, --strategy=mirrored only: {', '.join(distribute.CROSS_DEVICE_OPS)} "
+        "(nccl runs on RCCL on ROCm builds).",
+        flag_values=flag_values)
+    flags.DEFINE_string(
+        "collective", default.collective,
+        f"All-reduce between workers, --strategy=multi_worker only: {', '.join(distribute.COLLECTIVES)}.",
+        flag_values=flag_values)
+    flags.DEFINE_boolean(
+        "deterministic", default.deterministic,
+        "TF op determinism: with --seed, two runs of one command on the same machine give identical metrics "
+        "and weights (slower on GPUs; see docs/reliability.md).",
         flag_values=flag_values)
 
 

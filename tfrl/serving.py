@@ -46,7 +46,11 @@ def load(saved_model_dir: pathlib.Path) -> ServedPolicy:
     path = pathlib.Path(saved_model_dir)
     if not path.is_dir() or not tf.saved_model.contains_saved_model(str(path)):
         raise UsageError(f"{path} is not a SavedModel directory (expected .../<model_name>/<version>)")
-    loaded = tf.saved_model.load(str(path))
+    try:
+        loaded = tf.saved_model.load(str(path))
+    except Exception as e:  # noqa: BLE001 - a damaged saved_model.pb or variables file: protobuf, tf.errors, OSError
+        reason = (getattr(e, "message", None) or str(e) or type(e).__name__).strip().splitlines()[0]
+        raise UsageError(f"{path}: cannot load the SavedModel, is it truncated or damaged? ({reason})") from None
     if export.SIGNATURE not in loaded.signatures:
         raise UsageError(f"{path} has no {export.SIGNATURE!r} signature")
     signature = loaded.signatures[export.SIGNATURE]

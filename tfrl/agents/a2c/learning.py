@@ -22,7 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import runtime as runtime_lib
+from tfrl import distribute, numerics, runtime as runtime_lib
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.networks import make_head, make_network
 from tfrl.envs import EnvInfo
@@ -76,13 +76,18 @@ def a2c_loss(head, policy_params, values, actions, advantages, returns, value_co
     """
     advantages = tf.stop_gradient(advantages)
     if normalize_advantage:
-        mean, variance = tf.nn.moments(advantages, axes=[0])
-        advantages = (advantages - mean) / (tf.sqrt(variance) + 1e-8)
+        advantages = normalized(advantages)
     policy_loss = -tf.reduce_mean(head.log_prob(policy_params, actions) * advantages)
     value_loss = tf.reduce_mean(tf.square(tf.stop_gradient(returns) - values))
     entropy = tf.reduce_mean(head.entropy(policy_params))
     loss = policy_loss + value_coef * value_loss - entropy_coef * entropy
     return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
+
+
+def normalized(advantages):
+    """advantages [B] -> (A - mean) / (std + 1e-8) over the batch."""
+    mean, variance = tf.nn.moments(advantages, axes=[0])
+    return (advantages - mean) / (tf.sqrt(variance) + 1e-8)
 
 
 def _make_optimizer(config: A2CConfig) -> keras.optimizers.Optimizer:
@@ -95,28 +100,50 @@ def _make_optimizer(config: A2CConfig) -> keras.optimizers.Optimizer:
     return keras.optimizers.Adam(config.learning_rate, global_clipnorm=clip)
 
 
+def check_distribution(config: A2CConfig, runtime: runtime_lib.Runtime) -> None:
+    """Each update splits the worker's rollout of num_envs * n_steps steps evenly over its replicas."""
+    if runtime.strategy is not None:
+        distribute.check_batch_split("num_envs * n_steps", config.num_envs * config.n_steps, runtime.local_replicas)
+
+
 class A2CLearner:
     """Owns the actor-critic network, the optimizer and the train step.
 
     All state is in tf.Variables (network, optimizer slots, learning rate and loss
     scale, `updates`), so one tf.train.Checkpoint of `checkpoint_items()` saves it.
+
+    Under a tf.distribute strategy (runtime.strategy) the variables are mirrored, and each update splits
+    the worker's rollout across its replicas (tfrl.distribute).
     """
 
     def __init__(self, config: A2CConfig, env: EnvInfo, runtime: runtime_lib.Runtime):
         self.config = config
         self.head = make_head(env)
         self._device = runtime.device_name
+        self._strategy = runtime.strategy
+        self._local_replicas = runtime.local_replicas
+        check_distribution(config, runtime)
+        # Everything, the optimizer included, is built in the strategy's scope before the first step:
+        # an optimizer built later would create its slots outside it.
         with runtime.scope():
             self.network = make_network(config, env, self.head)
             optimizer = _make_optimizer(config)
-            if runtime_lib.loss_scaling_needed(runtime.options.mixed_precision):
+            self._loss_scaling = runtime_lib.loss_scaling_needed(runtime.options.mixed_precision)
+            if self._loss_scaling:
                 # float16 gradients underflow without it; apply() unscales, skips non-finite steps, adapts the scale.
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.optimizer = optimizer
             self.optimizer.build(self.network.trainable_variables)
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
+        if self._strategy is None:
+            step, jit_compile = self._train_step, runtime.options.xla
+        else:
+            # XLA cannot compile a step that updates mirrored variables: compile each replica's
+            # forward/backward pass only, and apply the gradients outside it.
+            self._replica_gradients_fn = tf.function(self._gradients, jit_compile=runtime.options.xla)
+            step, jit_compile = self._replicated_train_step, False
         self.train_step = tf.function(
-            self._train_step,
+            step,
             input_signature=[
                 tf.TensorSpec([None, *env.obs_shape], tf.float32, name="obs"),  # [B, *obs_shape]
                 self.head.action_spec,  # [B]
@@ -125,7 +152,7 @@ class A2CLearner:
                 # An input rather than a Python number, so a decaying rate never retraces.
                 tf.TensorSpec([], tf.float32, name="learning_rate"),
             ],
-            jit_compile=runtime.options.xla,
+            jit_compile=jit_compile,
         )
         # Traced once, here. Calling the concrete function skips tf.function's per-call binding of the
         # arguments to the signature: ~0.5 ms of the ~1.7 ms a train call costs on a 2-core CPU.
@@ -143,27 +170,58 @@ class A2CLearner:
         # Converting here is ~0.3 ms cheaper than letting the concrete function convert NumPy arguments.
         inputs = [tf.constant(x) for x in (obs, actions, advantages, returns, np.float32(learning_rate))]
         metrics, weights = self._train_step_concrete(*inputs)
-        return {name: float(value) for name, value in metrics.items()}, [w.numpy() for w in weights]
+        metrics = {name: float(value) for name, value in metrics.items()}
+        flags = int(metrics.pop("non_finite_flags"))
+        if flags and not numerics.skipped_by_loss_scaling(self.optimizer):
+            raise numerics.NonFiniteError(numerics.flag_names(flags, "policy logits or values"),
+                                          int(self.updates.numpy()))
+        return metrics, [w.numpy() for w in weights]
 
     # ---- inside the tf.function -------------------------------------------------
 
     def _train_step(self, obs, actions, advantages, returns, learning_rate):
         with tf.device(self._device):
             self.optimizer.learning_rate.assign(learning_rate)
-            variables = self.network.trainable_variables
-            with tf.GradientTape() as tape:
-                policy_params, values = self.network(obs, training=True)  # float32 under every precision policy
-                loss, terms = a2c_loss(self.head, policy_params, values, actions, advantages, returns,
-                                       self.config.value_coef, self.config.entropy_coef,
-                                       self.config.normalize_advantage)
-                scaled_loss = self.optimizer.scale_loss(loss)
-            grads = tape.gradient(scaled_loss, variables)
-            # The norm before clipping, of the unscaled gradients (scale_loss(1) is the loss scale, or 1).
-            # Written with the same ops as Keras' global_clipnorm, so that grappler can compute it once for both.
-            grad_norm = keras.ops.sqrt(keras.ops.sum(keras.ops.stack(
-                [keras.ops.sum(keras.ops.square(g)) for g in grads]))) / self.optimizer.scale_loss(tf.constant(1.0))
-            self.optimizer.apply(grads, variables)
-            self.updates.assign_add(1)
-            metrics = {"loss": loss, **terms, "grad_norm": grad_norm}
-            weights = [tf.identity(v) for v in variables]
-            return metrics, weights
+            if self.config.normalize_advantage:
+                advantages = normalized(advantages)
+            grads, metrics = self._gradients(obs, actions, advantages, returns)
+            return self._apply(grads, metrics)
+
+    def _gradients(self, obs, actions, advantages, returns):
+        """(loss-scaled gradients, {"loss", "policy_loss", "value_loss", "entropy"}) of one batch."""
+        with tf.GradientTape() as tape:
+            policy_params, values = self.network(obs, training=True)  # float32 under every precision policy
+            loss, terms = a2c_loss(self.head, policy_params, values, actions, advantages, returns,
+                                   self.config.value_coef, self.config.entropy_coef)
+            scaled_loss = self.optimizer.scale_loss(loss)
+        # One scalar for the numeric guard: a NaN or Inf in any output survives the sum (and a replica mean).
+        outputs_sum = tf.reduce_sum(policy_params) + tf.reduce_sum(values)
+        return (tape.gradient(scaled_loss, self.network.trainable_variables),
+                {"loss": loss, **terms, "outputs_sum": outputs_sum})
+
+    def _apply(self, grads, metrics):
+        variables = self.network.trainable_variables
+        # The norm before clipping, of the unscaled gradients (scale_loss(1) is the loss scale, or 1).
+        # Written with the same ops as Keras' global_clipnorm, so that grappler can compute it once for both.
+        grad_norm = keras.ops.sqrt(keras.ops.sum(keras.ops.stack(
+            [keras.ops.sum(keras.ops.square(g)) for g in grads]))) / self.optimizer.scale_loss(tf.constant(1.0))
+        metrics = dict(metrics)
+        outputs_sum = metrics.pop("outputs_sum")
+        # Under loss scaling an overflowing (scaled) gradient is expected: the optimizer skips that step.
+        flags = numerics.non_finite_flags(metrics["loss"], None if self._loss_scaling else [grad_norm],
+                                          [outputs_sum])
+        self.optimizer.apply(grads, variables)
+        self.updates.assign_add(1)
+        weights = [tf.identity(v) for v in variables]
+        return {**metrics, "grad_norm": grad_norm, "non_finite_flags": flags}, weights
+
+    def _replicated_train_step(self, obs, actions, advantages, returns, learning_rate):
+        """As _train_step, with each replica on its shard of this worker's rollout (see tfrl.distribute)."""
+        self.optimizer.learning_rate.assign(learning_rate)
+        if self.config.normalize_advantage:
+            # Over the worker's whole rollout, as on one device, rather than over each replica's shard.
+            advantages = normalized(advantages)
+        # Mean over all replicas of all workers of each replica's gradients and loss terms on its shard.
+        grads, metrics = distribute.replica_mean(self._strategy, self._local_replicas, self._replica_gradients_fn,
+                                                 obs, actions, advantages, returns)
+        return self._apply(grads, metrics)  # cross-replica context: no second all-reduce

@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import pathlib
 import time
+from typing import Callable
 
 import numpy as np
 
-from tfrl import checkpoints, envs, evaluation, networks
+from tfrl import checkpoints, envs, evaluation, networks, numerics, shutdown
 from tfrl.agents.a2c.actor import A2CActor
 from tfrl.agents.a2c.config import A2CConfig
-from tfrl.agents.a2c.learning import A2CLearner, bootstrap_truncated, explained_variance, n_step_advantages
+from tfrl.agents.a2c.learning import (A2CLearner, bootstrap_truncated, check_distribution, explained_variance,
+                                      n_step_advantages)
 from tfrl.deadlines import next_deadline
 from tfrl.metrics import MetricsLogger
 from tfrl.runtime import Runtime
@@ -46,9 +48,22 @@ def learning_rate_at(env_step: int, config: A2CConfig) -> float:
     return config.learning_rate * max(1.0 - env_step / config.total_env_steps, 0.0)
 
 
+def check_runtime(config: A2CConfig, runtime: Runtime) -> None:
+    """UsageError if `config` cannot train under `runtime`'s strategy; writes nothing.
+
+    Workers stay in step without more checks: each update follows a fixed n_steps rollout on every worker.
+    """
+    check_distribution(config, runtime)
+
+
 def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: pathlib.Path,
-          vector_mode: str = "sync", progress_bar: bool | None = None) -> dict:
-    """Train for config.total_env_steps env steps (rounded up to whole rollouts); returns the final greedy evaluation record."""
+          vector_mode: str = "sync", progress_bar: bool | None = None,
+          stop_requested: Callable[[], bool] = shutdown.never) -> dict:
+    """Train for config.total_env_steps env steps (rounded up to whole rollouts); returns the final greedy evaluation record.
+
+    When stop_requested() turns true (tfrl.shutdown), saves a checkpoint after the current update and returns
+    {"kind": "stopped", "env_step", "checkpoint"} instead.
+    """
     env = envs.make_vector_env(env_id, config.num_envs, seed=seed, vector_mode=vector_mode)
     info = envs.env_info(env, env_id)
     learner = A2CLearner(config, info, runtime)
@@ -82,6 +97,10 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
     last_log_time, last_log_step = time.perf_counter(), env_step
     try:
         while env_step < config.total_env_steps:
+            if stop_requested():
+                number = _save_checkpoint(checkpointer, env_step, updates,
+                                          (next_log_at, next_eval_at, next_checkpoint_at), actor)
+                return {"kind": "stopped", "env_step": env_step, "checkpoint": number}
             learning_rate = learning_rate_at(env_step, config)
             for t in range(num_steps):
                 action, value = actor.act(obs)
@@ -141,6 +160,8 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
         return logger.log("final_eval", env_step, {
             "return_mean": float(eval_returns.mean()), "return_std": float(eval_returns.std()),
             "episodes": len(eval_returns), "updates": updates})
+    except numerics.NonFiniteError as error:
+        raise error.at(env_step, checkpointer.last) from None  # nothing saved: the newest checkpoint stays good
     finally:
         env.close()
         logger.close()
@@ -149,7 +170,7 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
 _DEADLINES = ("next_log_at", "next_eval_at", "next_checkpoint_at")
 
 
-def _save_checkpoint(checkpointer, env_step, updates, deadlines, actor) -> None:
+def _save_checkpoint(checkpointer, env_step, updates, deadlines, actor) -> int:
     """All the loop needs to continue from env_step, between two updates (see the module docstring)."""
-    checkpointer.save(env_step, {**dict(zip(_DEADLINES, deadlines)), "updates": updates,
-                                 "actor_rng": checkpoints.rng_state(actor.rng)})
+    return checkpointer.save(env_step, {**dict(zip(_DEADLINES, deadlines)), "updates": updates,
+                                        "actor_rng": checkpoints.rng_state(actor.rng)})

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import networks, runtime as runtime_lib
+from tfrl import distribute, networks, numerics, runtime as runtime_lib
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
 
@@ -43,16 +43,30 @@ def q_learning_loss(q_tm1, a_tm1, targets):
     return tf.reduce_mean(huber(tf.stop_gradient(targets) - q_a)), q_a
 
 
+def check_distribution(config: DQNConfig, runtime: runtime_lib.Runtime) -> None:
+    """Each gradient step splits the worker's `batch_size` transitions evenly over its replicas."""
+    if runtime.strategy is not None:
+        distribute.check_batch_split("batch_size", config.batch_size, runtime.local_replicas)
+
+
 class DQNLearner:
     """Owns the online and target Q-networks, the optimizer and the train step.
 
     All state is in tf.Variables (networks, optimizer slots and loss scale,
     `gradient_steps`), so one tf.train.Checkpoint of `checkpoint_items()` saves it.
+
+    Under a tf.distribute strategy (runtime.strategy) the variables are mirrored, and each gradient step
+    splits the worker's batch of `batch_size` transitions across its replicas (tfrl.distribute).
     """
 
     def __init__(self, config: DQNConfig, env: EnvInfo, runtime: runtime_lib.Runtime):
         self.config = config
         self._device = runtime.device_name
+        self._strategy = runtime.strategy
+        self._local_replicas = runtime.local_replicas
+        check_distribution(config, runtime)
+        # Everything, the optimizer included, is built in the strategy's scope before the first step:
+        # an optimizer built later would create its slots outside it.
         with runtime.scope():
             self.online = networks.q_network(env.obs_shape, env.num_actions, config.hidden_sizes, config.dueling)
             self.target = networks.q_network(env.obs_shape, env.num_actions, config.hidden_sizes, config.dueling,
@@ -65,7 +79,8 @@ class DQNLearner:
                     config.learning_rate, decay_steps=max(1, config.total_gradient_steps),
                     end_learning_rate=config.learning_rate * config.final_learning_rate_fraction)
             optimizer = keras.optimizers.Adam(learning_rate, global_clipnorm=config.max_grad_norm or None)
-            if runtime_lib.loss_scaling_needed(runtime.options.mixed_precision):
+            self._loss_scaling = runtime_lib.loss_scaling_needed(runtime.options.mixed_precision)
+            if self._loss_scaling:
                 # float16 gradients underflow without it; apply() unscales, skips non-finite steps, adapts the scale.
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.optimizer = optimizer
@@ -75,14 +90,18 @@ class DQNLearner:
         self._obs_size = int(np.prod(env.obs_shape))
         self._weight_shapes = [tuple(v.shape) for v in self.online.trainable_variables]
         self._weight_offsets = np.cumsum([0] + [int(np.prod(s)) for s in self._weight_shapes])
-        self.train_step = tf.function(
-            self._train_step,
-            input_signature=[
-                tf.TensorSpec([None, None, 2 * self._obs_size + 3], tf.float32),  # packed transitions [K, B, F]
-                tf.TensorSpec([], tf.bool),  # update_target (before the K steps)
-            ],
-            jit_compile=runtime.options.xla,
-        )
+        input_signature = [
+            tf.TensorSpec([None, None, 2 * self._obs_size + 3], tf.float32),  # packed transitions [K, B, F]
+            tf.TensorSpec([], tf.bool),  # update_target (before the K steps)
+        ]
+        if self._strategy is None:
+            self.train_step = tf.function(self._train_step, input_signature=input_signature,
+                                          jit_compile=runtime.options.xla)
+        else:
+            # XLA cannot compile a step that updates mirrored variables: compile each replica's
+            # forward/backward pass only, and apply the gradients outside it.
+            self._replica_gradients_fn = tf.function(self._replica_gradients, jit_compile=runtime.options.xla)
+            self.train_step = tf.function(self._replicated_train_step, input_signature=input_signature)
 
     def checkpoint_items(self) -> dict:
         return {"online": self.online, "target": self.target, "optimizer": self.optimizer,
@@ -94,7 +113,11 @@ class DQNLearner:
         batch: replay.sample() output, arrays [K, B, ...]. Returns (metrics, online weights as NumPy for the actor).
         """
         out = self.train_step(self.pack(batch), update_target).numpy()
-        weights = [out[2 + start:2 + end].reshape(shape) for start, end, shape in
+        # out[2]: numerics flags of the first of the K steps with a NaN or Inf (0: none); out[3]: its index k.
+        if out[2] and not numerics.skipped_by_loss_scaling(self.optimizer):
+            first_bad_step = int(self.gradient_steps.numpy()) - batch["action"].shape[0] + int(out[3]) + 1
+            raise numerics.NonFiniteError(numerics.flag_names(int(out[2]), "Q-values"), first_bad_step)
+        weights = [out[4 + start:4 + end].reshape(shape) for start, end, shape in
                    zip(self._weight_offsets[:-1], self._weight_offsets[1:], self._weight_shapes)]
         return {"loss": float(out[0]), "q_mean": float(out[1])}, weights
 
@@ -114,7 +137,10 @@ class DQNLearner:
     # ---- inside the tf.function -------------------------------------------------
 
     def _train_step(self, packed, update_target):
-        """packed [K, B, F] -> [loss, mean Q, *flattened online weights]."""
+        """packed [K, B, F] -> [loss, mean Q, numerics flags, index k of the flagged step, *flattened online weights].
+
+        The flags (tfrl.numerics) are those of the first of the K steps with a NaN or Inf, 0 if there is none.
+        """
         with tf.device(self._device):
             if update_target:
                 self._update_target()
@@ -130,27 +156,75 @@ class DQNLearner:
                                         [num_steps, batch_size, -1])  # [K, B, A]
             loss_sum = tf.constant(0.0)
             q_sum = tf.constant(0.0)
+            flags, flagged_k = tf.constant(0), tf.constant(0)
             for k in tf.range(num_steps):
-                loss, q_mean = self._gradient_step(obs[k], action[k], reward[k], discount[k], next_obs[k],
-                                                   q_t_target_all[k])
+                loss, q_mean, step_flags = self._gradient_step(obs[k], action[k], reward[k], discount[k],
+                                                               next_obs[k], q_t_target_all[k])
                 loss_sum += loss
                 q_sum += q_mean
+                first = tf.logical_and(tf.equal(flags, 0), step_flags > 0)
+                flagged_k = tf.where(first, k, flagged_k)
+                flags = tf.where(tf.equal(flags, 0), step_flags, flags)
             count = tf.cast(tf.maximum(num_steps, 1), tf.float32)
             flat_weights = [tf.reshape(v, [-1]) for v in self.online.trainable_variables]
-            return tf.concat([[loss_sum / count, q_sum / count], *flat_weights], axis=0)
+            numerics_out = tf.cast(tf.stack([flags, flagged_k]), tf.float32)  # small integers: exact in float32
+            return tf.concat([[loss_sum / count, q_sum / count], numerics_out, *flat_weights], axis=0)
 
     def _gradient_step(self, obs_tm1, a_tm1, r_t, discount_t, obs_t, q_t_target):
+        grads, loss, q_mean, q_tm1 = self._gradients(obs_tm1, a_tm1, r_t, discount_t, obs_t, q_t_target)
+        # Under loss scaling an overflowing (scaled) gradient is expected: the optimizer skips that step.
+        flags = numerics.non_finite_flags(loss, None if self._loss_scaling else grads, [q_tm1])
+        self.optimizer.apply(grads, self.online.trainable_variables)
+        self.gradient_steps.assign_add(1)
+        return loss, q_mean, flags
+
+    def _gradients(self, obs_tm1, a_tm1, r_t, discount_t, obs_t, q_t_target):
+        """(loss-scaled gradients, loss [], mean Q(s, a) [], Q(s, .) [B, A]) of one batch."""
         q_t_online = self.online(obs_t) if self.config.double_dqn else None
         targets = td_targets(r_t, discount_t, q_t_target, q_t_online)  # [B]
-        variables = self.online.trainable_variables
         with tf.GradientTape() as tape:
             q_tm1 = self.online(obs_tm1, training=True)  # [B, A], float32 under every precision policy
             loss, q_a = q_learning_loss(q_tm1, a_tm1, targets)
             scaled_loss = self.optimizer.scale_loss(loss)
-        grads = tape.gradient(scaled_loss, variables)
-        self.optimizer.apply(grads, variables)
-        self.gradient_steps.assign_add(1)
-        return loss, tf.reduce_mean(q_a)
+        return tape.gradient(scaled_loss, self.online.trainable_variables), loss, tf.reduce_mean(q_a), q_tm1
+
+    # ---- under a tf.distribute strategy ---------------------------------------------
+
+    def _replicated_train_step(self, packed, update_target):
+        """packed [K, B, F] (this worker's batches) -> [loss, mean Q, flags, k, *flattened online weights], as _train_step."""
+        if update_target:
+            self._update_target()
+        loss_sum = tf.constant(0.0)
+        q_sum = tf.constant(0.0)
+        flags, flagged_k = tf.constant(0), tf.constant(0)
+        num_steps = tf.shape(packed)[0]
+        for k in tf.range(num_steps):
+            # Mean over all replicas of all workers of each replica's (gradients, loss, mean Q) on its shard.
+            grads, loss, q_mean = distribute.replica_mean(self._strategy, self._local_replicas,
+                                                          self._replica_gradients_fn, packed[k])
+            # A NaN or Inf on any replica survives the mean, so the reduced values carry the guard.
+            step_flags = numerics.non_finite_flags(loss, None if self._loss_scaling else grads, [q_mean])
+            self.optimizer.apply(grads, self.online.trainable_variables)  # cross-replica context: no second all-reduce
+            self.gradient_steps.assign_add(1)
+            loss_sum += loss
+            q_sum += q_mean
+            first = tf.logical_and(tf.equal(flags, 0), step_flags > 0)
+            flagged_k = tf.where(first, k, flagged_k)
+            flags = tf.where(tf.equal(flags, 0), step_flags, flags)
+        count = tf.cast(tf.maximum(num_steps, 1), tf.float32)
+        flat_weights = [tf.reshape(v, [-1]) for v in self.online.trainable_variables]
+        numerics_out = tf.cast(tf.stack([flags, flagged_k]), tf.float32)  # small integers: exact in float32
+        return tf.concat([[loss_sum / count, q_sum / count], numerics_out, *flat_weights], axis=0)
+
+    def _replica_gradients(self, rows):
+        """One replica's shard of one gradient step's transitions, packed [b, F] -> (gradients, loss, mean Q)."""
+        d = self._obs_size
+        obs = tf.reshape(rows[:, :d], [-1, *self._obs_shape])
+        next_obs = tf.reshape(rows[:, d:2 * d], [-1, *self._obs_shape])
+        action = tf.cast(rows[:, 2 * d], tf.int32)
+        reward, discount = rows[:, 2 * d + 1], rows[:, 2 * d + 2]
+        grads, loss, q_mean, _ = self._gradients(obs, action, reward, discount, next_obs, self.target(next_obs))
+        return grads, loss, q_mean
 
     def _update_target(self):
         tau = self.config.target_update_tau

@@ -16,22 +16,50 @@ from __future__ import annotations
 
 import pathlib
 import time
+from typing import Callable
 
 import numpy as np
 
-from tfrl import checkpoints, envs, evaluation, networks
+from tfrl import checkpoints, distribute, envs, evaluation, networks, numerics, shutdown
 from tfrl.agents.dqn.actor import EpsilonGreedyActor, linear_epsilon
 from tfrl.agents.dqn.config import DQNConfig
-from tfrl.agents.dqn.learning import DQNLearner
+from tfrl.agents.dqn.learning import DQNLearner, check_distribution
 from tfrl.deadlines import next_deadline
 from tfrl.metrics import MetricsLogger
 from tfrl.replay import NStepBuilder, UniformReplay
 from tfrl.runtime import Runtime
 
 
+def check_runtime(config: DQNConfig, runtime: Runtime) -> None:
+    """UsageError if `config` cannot train under `runtime`'s strategy; writes nothing.
+
+    With several workers, every train call is a collective: all workers must make it at the same env step.
+    The loop trains once env_step reaches the deadline *and* the replay holds a batch; the replay's size depends
+    on when each worker's episodes ended (n-step flushes), so the first deadline must guarantee a full batch
+    everywhere. After v vector steps each of the num_envs envs has emitted at least v - n_step + 1 transitions.
+    """
+    check_distribution(config, runtime)
+    if runtime.cluster.num_workers == 1:
+        return
+    first_train_at = max(config.learning_starts, config.train_freq)
+    vector_steps = -(-first_train_at // config.num_envs)
+    guaranteed = config.num_envs * max(0, vector_steps - config.n_step + 1)
+    if guaranteed < config.batch_size:
+        needed = config.num_envs * (-(-config.batch_size // config.num_envs) + config.n_step - 1)
+        raise distribute.DistributeConfigError(
+            f"multi_worker DQN: at the first train call (env step {first_train_at}) a worker's replay may hold "
+            f"fewer than batch_size={config.batch_size} transitions, and workers must train at the same env "
+            f"steps; raise learning_starts to at least {needed}")
+
+
 def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: pathlib.Path,
-          vector_mode: str = "sync", progress_bar: bool | None = None) -> dict:
-    """Train for config.total_env_steps env steps; returns the final greedy evaluation record."""
+          vector_mode: str = "sync", progress_bar: bool | None = None,
+          stop_requested: Callable[[], bool] = shutdown.never) -> dict:
+    """Train for config.total_env_steps env steps; returns the final greedy evaluation record.
+
+    When stop_requested() turns true (tfrl.shutdown), saves a checkpoint at the current env step and returns
+    {"kind": "stopped", "env_step", "checkpoint"} instead.
+    """
     env = envs.make_vector_env(env_id, config.num_envs, seed=seed, vector_mode=vector_mode)
     info = envs.env_info(env, env_id)
     learner = DQNLearner(config, info, runtime)
@@ -63,6 +91,11 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
     last_log_time, last_log_step = time.perf_counter(), env_step
     try:
         while env_step < config.total_env_steps:
+            if stop_requested():
+                number = _save_checkpoint(checkpointer, env_step, (next_train_at, next_target_update_at, next_log_at,
+                                                                   next_eval_at, next_checkpoint_at), train_metrics,
+                                          actor, replay)
+                return {"kind": "stopped", "env_step": env_step, "checkpoint": number}
             epsilon = linear_epsilon(env_step, config)
             action = actor.act(obs, epsilon)
             next_obs, reward, terminated, truncated, infos = env.step(action)
@@ -113,6 +146,8 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
         return logger.log("final_eval", env_step, {
             "return_mean": float(returns.mean()), "return_std": float(returns.std()),
             "episodes": len(returns), "gradient_steps": int(learner.gradient_steps.numpy())})
+    except numerics.NonFiniteError as error:
+        raise error.at(env_step, checkpointer.last) from None  # nothing saved: the newest checkpoint stays good
     finally:
         env.close()
         logger.close()
@@ -121,9 +156,9 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
 _DEADLINES = ("next_train_at", "next_target_update_at", "next_log_at", "next_eval_at", "next_checkpoint_at")
 
 
-def _save_checkpoint(checkpointer, env_step, deadlines, train_metrics, actor, replay) -> None:
+def _save_checkpoint(checkpointer, env_step, deadlines, train_metrics, actor, replay) -> int:
     """All the loop needs to continue from env_step, except n-step transitions in flight (see the module docstring)."""
     replay_arrays, replay_state = replay.checkpoint_state()
-    checkpointer.save(env_step, {**dict(zip(_DEADLINES, deadlines)), "train_metrics": train_metrics,
-                                 "actor_rng": checkpoints.rng_state(actor.rng), "replay": replay_state},
-                      replay_arrays)
+    return checkpointer.save(env_step, {**dict(zip(_DEADLINES, deadlines)), "train_metrics": train_metrics,
+                                        "actor_rng": checkpoints.rng_state(actor.rng), "replay": replay_state},
+                             replay_arrays)

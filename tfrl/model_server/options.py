@@ -1,0 +1,79 @@
+"""ServerOptions: what scripts/serve.py's flags set. Names and meanings follow TF Serving's flags."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import re
+from typing import Mapping
+
+from tfrl.errors import UsageError
+
+_LABEL = re.compile(r"[A-Za-z0-9_\-]+")
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchingOptions:
+    """Dynamic batching (TF Serving's BatchingParameters)."""
+
+    enabled: bool = True
+    max_batch_size: int = 128
+    """Rows per model call at most; a single request with more rows runs on its own, unsplit."""
+    batch_timeout_micros: int = 0
+    """How long, in µs, a batch may wait for more rows after its first request arrived. 0: take what is
+    queued when a batch thread is free (TF Serving's advice for online serving): batches still form while
+    the model is busy, and a lone request waits for nothing."""
+    num_batch_threads: int = 1
+    """Model calls in flight at once (TF Serving's num_batch_threads). Also bounds unbatched calls."""
+
+    def check(self) -> None:
+        if self.max_batch_size < 1:
+            raise UsageError(f"--max_batch_size must be >= 1, got {self.max_batch_size}")
+        if self.batch_timeout_micros < 0:
+            raise UsageError(f"--batch_timeout_micros must be >= 0, got {self.batch_timeout_micros}")
+        if self.num_batch_threads < 1:
+            raise UsageError(f"--num_batch_threads must be >= 1, got {self.num_batch_threads}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerOptions:
+    model_name: str
+    model_base_path: pathlib.Path
+    """The directory holding the integer version directories, e.g. saved_models/lunar."""
+    batching: BatchingOptions = BatchingOptions()
+    file_system_poll_wait_seconds: float = 1.0
+    """Seconds between scans of model_base_path for new versions; 0 scans once, at start-up."""
+    max_num_load_retries: int = 5
+    """A version that fails to load is tried again at this many later scans, then left in state END."""
+    version_labels: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Label -> version, e.g. {"stable": 1, "canary": 2}; labelled versions stay loaded beside the latest."""
+    max_request_bytes: int = 8 << 20
+    """Largest request body, in bytes; a longer one gets 413 before it is read."""
+    allow_non_finite_inputs: bool = False
+    """Accept NaN/Infinity in float inputs, as TF Serving does. Off by default: a NaN observation gives a
+    meaningless action, so it is a 400."""
+
+    def check(self) -> None:
+        if not self.model_name or "/" in self.model_name or ":" in self.model_name:
+            raise UsageError(f"--model_name must be a non-empty name without '/' or ':', got {self.model_name!r}")
+        self.batching.check()
+        if self.file_system_poll_wait_seconds < 0:
+            raise UsageError(f"--file_system_poll_wait_seconds must be >= 0, got {self.file_system_poll_wait_seconds}")
+        if self.max_num_load_retries < 0:
+            raise UsageError(f"--max_num_load_retries must be >= 0, got {self.max_num_load_retries}")
+        if self.max_request_bytes < 1:
+            raise UsageError(f"--max_request_bytes must be >= 1, got {self.max_request_bytes}")
+
+
+def parse_version_labels(text: str) -> dict[str, int]:
+    """"stable=1,canary=2" -> {"stable": 1, "canary": 2}."""
+    labels: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        label, sep, version = item.partition("=")
+        if not sep or not _LABEL.fullmatch(label) or not version.isdigit():
+            raise UsageError(f"--version_labels: expected LABEL=VERSION[,LABEL=VERSION...] with an integer "
+                             f"version, got {item!r}")
+        if label in labels:
+            raise UsageError(f"--version_labels: label {label!r} given twice")
+        labels[label] = int(version)
+    return labels

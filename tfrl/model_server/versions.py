@@ -1,0 +1,255 @@
+"""The version manager: which versions of the model are loaded, and which one a request gets.
+
+Policy (TF Serving's default "latest" policy with its availability-preserving
+loader): the served "latest" is the highest integer version directory under the
+base path that loads. Every file_system_poll_wait_seconds the base path is
+scanned; a higher version is loaded in a loading thread, off the request path,
+while the current one keeps serving, and then swapped in with one assignment in
+the event loop: requests already routed finish on the version they started on,
+the next ones get the new one. The old version is then unloaded (state
+UNLOADING until its in-flight requests end, then END).
+
+A version that fails to load is reported (logged, and state END with the error in
+the status API) and the version served before keeps serving; it is tried again at
+the next max_num_load_retries scans, then left alone. Versions named by
+--version_labels stay loaded beside the latest, for /labels/<label> requests.
+A version whose directory disappears is unloaded.
+
+Version states are TF Serving's: START, LOADING, AVAILABLE, UNLOADING, END.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import pathlib
+from typing import Callable
+
+import tensorflow as tf
+from absl import logging
+
+from tfrl.model_server import errors
+from tfrl.model_server.batching import Batcher, ModelThreads
+from tfrl.model_server.metrics import ServerMetrics
+from tfrl.model_server.options import ServerOptions
+from tfrl.model_server.signatures import Request, Signature, load_signatures, signature_defs_json
+
+
+def version_numbers(base_path: pathlib.Path) -> list[int]:
+    """The integer version directories under base_path, ascending (other names are ignored, as TF Serving does)."""
+    try:
+        return sorted(int(p.name) for p in pathlib.Path(base_path).iterdir() if p.name.isdigit() and p.is_dir())
+    except OSError:
+        return []
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedModel:
+    """What the loading thread hands over: a SavedModel and its signatures, warmed up."""
+
+    saved_model: object  # the tf.saved_model.load result: the signatures need it alive (it owns the variables)
+    signatures: dict[str, Signature]
+    signature_defs: dict  # TF Serving's metadata JSON of the SignatureDef map
+
+
+def load_saved_model(path: pathlib.Path) -> LoadedModel:
+    """Loads a version directory (in the loading thread). Raises what TF raises for a broken SavedModel."""
+    saved_model = tf.saved_model.load(str(path))
+    signatures = load_signatures(saved_model)
+    for signature in signatures.values():
+        try:
+            signature.warm_up()
+        except Exception as error:  # a model may reject zeros; its first real request pays instead
+            logging.warning("warm-up of %s signature %r failed: %s", path, signature.name, _one_line(error))
+    return LoadedModel(saved_model, signatures, signature_defs_json(path))
+
+
+class ServedVersion:
+    """A loaded version: its signatures and, with batching on, one batcher per signature."""
+
+    def __init__(self, version: int, model: LoadedModel, options: ServerOptions, threads: ModelThreads,
+                 metrics: ServerMetrics):
+        self.version = version
+        self.model = model
+        self.in_flight = 0  # requests routed here and not yet answered
+        self._options = options
+        self._threads = threads
+        self._metrics = metrics
+        self._batchers: dict[str, Batcher] = {}
+
+    @property
+    def signatures(self) -> dict[str, Signature]:
+        return self.model.signatures
+
+    def signature(self, name: str) -> Signature:
+        if name not in self.model.signatures:
+            raise errors.not_found(f"Serving signature name: \"{name}\" not found in signature def "
+                                   f"(the model's signatures: {', '.join(sorted(self.model.signatures))})")
+        return self.model.signatures[name]
+
+    async def predict(self, signature: Signature, request: Request) -> dict:
+        if request.rows is not None and self._options.batching.enabled:
+            if signature.name not in self._batchers:
+                on_batch = lambda rows: self._metrics.model_call(self._options.model_name, signature.name, rows)
+                self._batchers[signature.name] = Batcher(signature, self._options.batching, self._threads, on_batch)
+            return await self._batchers[signature.name].submit(request.inputs, request.rows)
+        first = next(iter(request.inputs.values()), None)
+        rows = request.rows or (len(first) if first is not None and first.ndim else 1)
+        self._metrics.model_call(self._options.model_name, signature.name, rows)
+        return await self._threads.run(signature, request.inputs)
+
+
+@dataclasses.dataclass
+class VersionStatus:
+    state: str = "START"
+    error_code: str = "OK"
+    error_message: str = ""
+    failed_loads: int = 0
+
+    def to_json(self, version: int) -> dict:
+        return {"version": str(version), "state": self.state,
+                "status": {"error_code": self.error_code, "error_message": self.error_message}}
+
+
+class VersionManager:
+    """Loads, swaps and unloads the versions of one model; answers which version serves a request."""
+
+    def __init__(self, options: ServerOptions, threads: ModelThreads, metrics: ServerMetrics,
+                 loader: Callable[[pathlib.Path], LoadedModel] = load_saved_model):
+        self.options = options
+        self._threads = threads
+        self._metrics = metrics
+        self._loader = loader
+        self._available: dict[int, ServedVersion] = {}
+        self._unloading: list[ServedVersion] = []
+        self._statuses: dict[int, VersionStatus] = {}
+        self._latest: int | None = None
+        self._load_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="model-load")
+        self._scan_lock: asyncio.Lock | None = None
+        self._poller: asyncio.Task | None = None
+
+    @property
+    def name(self) -> str:
+        return self.options.model_name
+
+    @property
+    def latest(self) -> int | None:
+        return self._latest
+
+    def load_errors(self) -> dict[int, str]:
+        return {v: s.error_message for v, s in self._statuses.items() if s.error_code != "OK"}
+
+    # -- scanning the base path ------------------------------------------------------------------------------------
+    async def scan(self) -> None:
+        """One scan of the base path: load what is new, swap in the new latest, unload what is no longer served."""
+        if self._scan_lock is None:
+            self._scan_lock = asyncio.Lock()
+        async with self._scan_lock:
+            present = version_numbers(self.options.model_base_path)
+            latest = None
+            for version in reversed(present):  # the highest that is loaded or loads; failures fall through
+                if version in self._available or (not self._gave_up(version) and await self._load(version)):
+                    latest = version
+                    break
+            if latest != self._latest:
+                logging.info("model %s: serving version %s (was %s)", self.name, latest, self._latest)
+            self._latest = latest  # the swap: requests routed from now on get this version
+            labelled = {v for v in self.options.version_labels.values() if v in present}
+            for version in sorted(labelled - self._available.keys()):
+                if not self._gave_up(version):
+                    await self._load(version)
+            for version in sorted(self._available.keys() - labelled - {latest}):
+                served = self._available.pop(version)
+                self._statuses[version].state = "UNLOADING"
+                self._unloading.append(served)
+            for served in [s for s in self._unloading if s.in_flight == 0]:
+                self._unloading.remove(served)
+                self._statuses[served.version].state = "END"
+                logging.info("model %s: version %d unloaded", self.name, served.version)
+
+    def _gave_up(self, version: int) -> bool:
+        status = self._statuses.get(version)
+        return status is not None and status.failed_loads > self.options.max_num_load_retries
+
+    async def _load(self, version: int) -> bool:
+        status = self._statuses.setdefault(version, VersionStatus())
+        status.state = "LOADING"
+        path = pathlib.Path(self.options.model_base_path) / str(version)
+        try:
+            model = await asyncio.get_running_loop().run_in_executor(self._load_thread, self._loader, path)
+        except Exception as error:
+            status.failed_loads += 1
+            status.state, status.error_code, status.error_message = "END", errors.tf_error_code_name(error), (
+                f"failed to load {path}: {_one_line(error)}")
+            logging.error("model %s: version %d failed to load (attempt %d of %d; the served version is %s): %s",
+                          self.name, version, status.failed_loads, self.options.max_num_load_retries + 1,
+                          self._latest, _one_line(error))
+            return False
+        self._available[version] = ServedVersion(version, model, self.options, self._threads, self._metrics)
+        status.state, status.error_code, status.error_message = "AVAILABLE", "OK", ""
+        logging.info("model %s: version %d loaded (signatures: %s)", self.name, version,
+                     ", ".join(sorted(model.signatures)))
+        return True
+
+    async def start_polling(self) -> None:
+        if self.options.file_system_poll_wait_seconds > 0 and self._poller is None:
+            self._poller = asyncio.get_running_loop().create_task(self._poll())
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.file_system_poll_wait_seconds)
+            try:
+                await self.scan()
+            except Exception:  # a scan must never stop the polling (e.g. the base path unreadable for a while)
+                logging.exception("model %s: scanning %s failed", self.name, self.options.model_base_path)
+
+    async def stop(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+            try:
+                await self._poller
+            except asyncio.CancelledError:
+                pass
+            self._poller = None
+        self._load_thread.shutdown(wait=False, cancel_futures=True)
+
+    # -- routing ---------------------------------------------------------------------------------------------------
+    def _labelled_version(self, label: str) -> int:
+        if label not in self.options.version_labels:
+            raise errors.not_found(f"Unrecognized servable version label: {label}")
+        return self.options.version_labels[label]
+
+    def resolve(self, version: int | None = None, label: str | None = None) -> ServedVersion:
+        """The loaded version a request for (version | label | the latest) goes to."""
+        if label is not None:
+            version = self._labelled_version(label)
+        if version is None:
+            if self._latest is None:
+                failures = "; ".join(f"version {v}: {m}" for v, m in sorted(self.load_errors().items()))
+                raise errors.ServingError(errors.UNAVAILABLE, f"model {self.name} has no version loaded"
+                                          + (f" ({failures})" if failures else " yet"))
+            return self._available[self._latest]
+        if version in self._available:
+            return self._available[version]
+        if self._statuses.get(version, VersionStatus()).state == "LOADING":
+            raise errors.ServingError(errors.UNAVAILABLE, f"version {version} of model {self.name} is loading")
+        raise errors.not_found(f"Servable not found for request: Specific({self.name}, {version})")
+
+    def status_json(self, version: int | None = None, label: str | None = None) -> dict:
+        """TF Serving's GetModelStatusResponse as JSON: every version known, or the one asked for."""
+        if label is not None:
+            version = self._labelled_version(label)
+        if version is None:
+            if not self._statuses:
+                raise errors.not_found(f"Could not find any versions of model {self.name}")
+            return {"model_version_status": [self._statuses[v].to_json(v) for v in sorted(self._statuses,
+                                                                                             reverse=True)]}
+        if version not in self._statuses:
+            raise errors.not_found(f"Could not find version {version} of model {self.name}")
+        return {"model_version_status": [self._statuses[version].to_json(version)]}
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= 500 else text[:497] + "..."

@@ -1,0 +1,79 @@
+"""Numeric guard: a NaN or Inf in the loss, the gradients or the network's outputs stops training.
+
+Each train step computes, inside its tf.function, one int32 of flags per
+gradient step (`non_finite_flags`): one reduction per tensor and a few scalar
+ops, returned with the step's other outputs, so no extra TF call. The
+learner raises NonFiniteError when a call returns a flag; the loop adds the env
+step and re-raises without saving, so the newest checkpoint on disk stays the
+last one written with finite numbers. Launchers exit with code 3.
+
+Under float16 loss scaling the gradients are not checked: an overflowing scaled
+gradient is expected there. A step with a non-finite loss or output is skipped by
+the LossScaleOptimizer (its gradients are non-finite too), which halves its scale:
+training stops only once that scale has fallen below 1, when lowering it further
+clearly does not help (e.g. a NaN reward in the replay, or float16 activations
+that overflow whatever the scale).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import tensorflow as tf
+
+from tfrl.errors import RunError
+
+LOSS, GRADIENTS, OUTPUTS = 1, 2, 4  # flag bits
+
+
+def non_finite_flags(loss: tf.Tensor, grads: Sequence[tf.Tensor] | None, outputs: Sequence[tf.Tensor]) -> tf.Tensor:
+    """int32 scalar: LOSS | GRADIENTS | OUTPUTS for each of them that holds a NaN or Inf; 0 if all are finite.
+
+    grads: the gradients, or None to skip them. A sum is non-finite iff a term is NaN or Inf (or the sum
+    overflows float32, at ~3e38: as much a divergence), so each group costs one reduction per tensor and one
+    is_finite, not an is_finite pass over every element.
+    """
+    checks = [tf.math.is_finite(loss)]
+    bits = [LOSS]
+    if grads is not None:
+        checks.append(tf.math.is_finite(tf.add_n([tf.reduce_sum(tf.cast(g, tf.float32)) for g in grads])))
+        bits.append(GRADIENTS)
+    checks.append(tf.math.is_finite(tf.add_n([tf.reduce_sum(tf.cast(o, tf.float32)) for o in outputs])))
+    bits.append(OUTPUTS)
+    return tf.reduce_sum(tf.cast(tf.logical_not(tf.stack(checks)), tf.int32) * tf.constant(bits, tf.int32))
+
+
+def flag_names(flags: int, outputs_name: str) -> list[str]:
+    """5 -> ["loss", outputs_name]."""
+    names = [(LOSS, "loss"), (GRADIENTS, "gradients"), (OUTPUTS, outputs_name)]
+    return [name for bit, name in names if flags & bit]
+
+
+def skipped_by_loss_scaling(optimizer) -> bool:
+    """True if `optimizer` scales the loss and can still absorb a non-finite step by skipping it (scale >= 1)."""
+    scale = getattr(optimizer, "dynamic_scale", None)  # keras.optimizers.LossScaleOptimizer only
+    return scale is not None and float(scale.numpy()) >= 1.0
+
+
+class NonFiniteError(RunError):
+    """Training produced a NaN or Inf; the message names the tensors, the step and the last good checkpoint."""
+
+    exit_code = 3
+
+    def __init__(self, tensors: Sequence[str], gradient_step: int, env_step: int | None = None,
+                 last_checkpoint: tuple[int, int] | None = None):
+        """gradient_step: the first one (1-based) with a non-finite tensor; last_checkpoint: (env step, number)."""
+        self.tensors, self.gradient_step = list(tensors), gradient_step
+        self.env_step, self.last_checkpoint = env_step, last_checkpoint
+        where = f"gradient step {gradient_step}" if env_step is None else \
+            f"env step {env_step} (gradient step {gradient_step})"
+        if last_checkpoint is None:
+            kept = "no checkpoint had been written"
+        else:
+            kept = f"checkpoint {last_checkpoint[1]} (env step {last_checkpoint[0]}) is the newest"
+        super().__init__(f"training diverged: non-finite {', '.join(self.tensors)} at {where}; "
+                         f"stopped without saving: {kept}")
+
+    def at(self, env_step: int, last_checkpoint: tuple[int, int] | None) -> NonFiniteError:
+        """The same error, naming the env step of the train call and the newest checkpoint."""
+        return NonFiniteError(self.tensors, self.gradient_step, env_step, last_checkpoint)
