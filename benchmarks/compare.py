@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import importlib.metadata
+import importlib.util
 import json
 import os
 import pathlib
@@ -158,10 +159,33 @@ def run_order(specs: Sequence[RunSpec], pair: Sequence[Runner]) -> list[tuple[Ru
 # ---- one run ------------------------------------------------------------------------------------
 
 
+def read_records(path: pathlib.Path) -> list[dict]:
+    """The records of a fresh run's metrics.jsonl.
+
+    Not tfrl.metrics.read_metrics: that module imports TensorFlow, and this process must stay small
+    (see `harness_rss_mb`). A fresh run dir has no resume records, whose orphans read_metrics drops.
+    """
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if any(r["kind"] == "resume" for r in records):
+        raise RuntimeError(f"{path}: a resumed run; compare.py starts every run in a new directory")
+    return records
+
+
+def harness_rss_mb() -> float:
+    """This process's peak RSS (VmHWM), in MB.
+
+    Linux counts it in every child's ru_maxrss too: the child starts as a copy of this process
+    (fork or vfork) and exec() carries that copy's high-water mark over. So the harness stays small
+    (no TensorFlow, torch or SB3 imports) and reports this number next to the children's.
+    """
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
 def run_once(runner: Runner, spec: RunSpec, order: int, work_dir: pathlib.Path) -> dict:
     """Runs the child, waits for it with os.wait4 (its own rusage), and returns the run's record."""
-    from tfrl.metrics import read_metrics  # imports TF: only once something runs
-
     run_path = work_dir / f"{order:02d}-{runner.name}-s{spec.seed}"
     run_path.mkdir(parents=True)
     (run_path / "spec.json").write_text(json.dumps(dataclasses.asdict(spec), indent=2) + "\n")
@@ -184,7 +208,7 @@ def run_once(runner: Runner, spec: RunSpec, order: int, work_dir: pathlib.Path) 
         saved = json.loads(saved_config.read_text())["hparams"]
         if saved != json.loads(json.dumps(spec.hparams)):
             raise RuntimeError(f"{runner.name} trained other hyperparameters than the spec: {saved}")
-    records = read_metrics(run_dir / "metrics.jsonl")
+    records = read_records(run_dir / "metrics.jsonl")
     train = [r for r in records if r["kind"] == "train"]
     final = [r for r in records if r["kind"] == "final_eval"][-1]
     train_s = train[-1]["wall_time_s"]
@@ -195,6 +219,7 @@ def run_once(runner: Runner, spec: RunSpec, order: int, work_dir: pathlib.Path) 
         "env_steps_per_s": round(train[-1]["env_step"] / train_s, 1),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
         "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # Linux reports KiB
+        "harness_rss_mb": harness_rss_mb(),
         "return_mean": final["return_mean"], "return_std": final["return_std"], "eval_episodes": final["episodes"],
         "curve": [[r["env_step"], r["episode_return_mean"]] for r in train if "episode_return_mean" in r],
         "command": " ".join(command).replace(str(REPO_ROOT) + "/", "").replace(str(work_dir) + "/", ""),
@@ -362,6 +387,8 @@ def markdown_section(suite_name: str, specs: Sequence[RunSpec], records: Sequenc
         f"{hp['total_env_steps']} env steps, seeds {', '.join(str(s.seed) for s in specs)}; greedy return over "
         f"{hp['final_eval_episodes']} episodes with `tfrl.evaluation` on the same env seeds for both.", "",
         summary_table(records, names), "",
+        f"Peak RSS includes the harness process's own {max(r['harness_rss_mb'] for r in records):.0f} MB (Linux "
+        "carries a parent's high-water mark into its child's ru_maxrss), the same for both libraries.", "",
         runs_table(records), "",
     ]
     if floor is not None:
@@ -462,6 +489,16 @@ def define_flags() -> None:
     flags.DEFINE_integer("floor_repeats", 3, "Internal: repeats of the floor timing (median).")
 
 
+def require_bench_extra() -> None:
+    """Fails before anything runs, naming the extra. find_spec, not an import: torch would grow this
+    process, and with it every child's measured peak RSS (see `harness_rss_mb`)."""
+    for module in ("stable_baselines3", "torch"):
+        if importlib.util.find_spec(module) is None:
+            raise cli.MissingExtraError(
+                f"benchmarks/compare.py (its Stable-Baselines3 side) needs {module}, which is not installed: "
+                "pip install 'tfrl[bench]' (or pip install -e '.[bench]' in a checkout)")
+
+
 def _path_flag(value: str | None, default: pathlib.Path) -> pathlib.Path | None:
     if value is None:
         return default
@@ -484,9 +521,7 @@ def main(argv):
     except ValueError:
         raise UsageError(f"--seeds: expected integers, got {','.join(FLAGS.seeds)}") from None
     run_specs(FLAGS.suite, seeds, FLAGS.threads, FLAGS.quick)  # bad suite or preset: fail before anything runs
-    # Fail before anything runs, and name the extra that brings SB3.
-    cli.require_extra("stable_baselines3", "bench", "benchmarks/compare.py (its Stable-Baselines3 side)")
-    cli.require_extra("torch", "bench", "benchmarks/compare.py (its Stable-Baselines3 side)")
+    require_bench_extra()
     out = REPO_ROOT / "runs" / "compare-quick" if FLAGS.quick else None
     docs = _path_flag(FLAGS.docs, out / "benchmarks.md" if out else REPO_ROOT / "docs" / "benchmarks.md")
     plot = _path_flag(FLAGS.plot, (out or REPO_ROOT / "docs" / "images") / f"compare-{FLAGS.suite}.png")
