@@ -20,7 +20,7 @@ Also the in-graph floor: the suite's train step timed alone on random batches (D
 one tf.function call, through benchmarks/dqn_train_step.py; A2C: one update per call), times the run's
 gradient steps: what training would cost if acting, env stepping and replay took no time.
 
-Output: a markdown table (median and min-max over seeds, and the tfrl/SB3 ratio per seed pair) printed
+Output: a markdown table (median and [min, max] over seeds, and the tfrl/SB3 ratio per seed pair) printed
 and written into --docs between `<!-- compare:SUITE start -->` and `<!-- compare:SUITE end -->`, a PNG of
 the learning curves, and the per-run records as JSON lines. The SB3 side needs the bench extra
 (pip install 'tfrl[bench]': stable-baselines3 and a CPU torch); tfrl itself never does.
@@ -296,15 +296,15 @@ METRICS = (
 
 
 def _median_spread(values: Sequence[float], digits: int) -> str:
-    """"median [min-max]" over seeds; the median alone for one seed."""
+    """"median [min, max]" over seeds; the median alone for one seed."""
     median = f"{statistics.median(values):.{digits}f}"
     if len(values) == 1:
         return median
-    return f"{median} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
+    return f"{median} [{min(values):.{digits}f}, {max(values):.{digits}f}]"
 
 
 def summary_table(records: Sequence[dict], names: tuple[str, str]) -> str:
-    """Markdown: per metric, each library's median [min-max] over seeds, and the per-seed ratio a/b."""
+    """Markdown: per metric, each library's median [min, max] over seeds, and the per-seed ratio a/b."""
     a_name, b_name = names
     by_seed = {name: {r["seed"]: r for r in records if r["library"] == name} for name in names}
     seeds = sorted(set(by_seed[a_name]) & set(by_seed[b_name]))
@@ -436,18 +436,27 @@ def plot_curves(records: Sequence[dict], names: tuple[str, str], title: str, pat
 # ---- the whole comparison -----------------------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True)
+class Outputs:
+    """Where a comparison writes; None = not written."""
+
+    docs: pathlib.Path | None = None  # markdown file whose compare:SUITE section is replaced
+    plot: pathlib.Path | None = None  # PNG of the learning curves
+    results: pathlib.Path | None = None  # JSON-lines file the run records are appended to
+
+
 def compare(suite_name: str, seeds: Sequence[int], threads: int, quick: bool, pair: Sequence[Runner] = DEFAULT_PAIR,
-            docs_path: pathlib.Path | None = None, plot_path: pathlib.Path | None = None,
-            results_path: pathlib.Path | None = None, command: str = "", measure_in_graph_floor: bool = True,
-            work_dir: pathlib.Path | None = None) -> tuple[list[dict], str]:
+            outputs: Outputs = Outputs(), command: str = "", measure_in_graph_floor: bool = True,
+            ) -> tuple[list[dict], str]:
     """Runs the suite for both runners (A B A B), then the floor; returns (records, markdown section)."""
+    docs_path, plot_path, results_path = outputs.docs, outputs.plot, outputs.results
     specs = run_specs(suite_name, seeds, threads, quick)
     names = (pair[0].name, pair[1].name)
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
     load_start = f"{os.getloadavg()[0]:.2f}"
     records = []
     with tempfile.TemporaryDirectory(prefix="tfrl-compare-") as tmp:
-        base = work_dir or pathlib.Path(tmp)
+        base = pathlib.Path(tmp)
         for order, (runner, spec) in enumerate(run_order(specs, pair)):
             record = run_once(runner, spec, order, base)
             records.append(record)
@@ -527,7 +536,8 @@ def main(argv):
     plot = _path_flag(FLAGS.plot, (out or REPO_ROOT / "docs" / "images") / f"compare-{FLAGS.suite}.png")
     results = _path_flag(FLAGS.results, (out or BENCHMARKS_DIR / "results") / f"compare-{FLAGS.suite}.jsonl")
     command = " ".join(["python", "benchmarks/compare.py", *sys.argv[1:]])
-    _, section = compare(FLAGS.suite, seeds, FLAGS.threads, FLAGS.quick, DEFAULT_PAIR, docs, plot, results, command)
+    _, section = compare(FLAGS.suite, seeds, FLAGS.threads, FLAGS.quick, DEFAULT_PAIR, Outputs(docs, plot, results),
+                         command)
     print(section)
     if docs is not None:
         print(f"written: {docs}" + (f", {plot}" if plot else ""))

@@ -24,9 +24,13 @@ from absl import flags
 from tfrl import cli, evaluation
 from tfrl.errors import UsageError
 
-flags.DEFINE_string("spec", None, "JSON spec written by benchmarks/compare.py.")
-flags.DEFINE_string("run_dir", None, "Where metrics.jsonl goes.")
 FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+    """Only when run as a script, so that tests can import the translations without defining flags."""
+    flags.DEFINE_string("spec", None, "JSON spec written by benchmarks/compare.py.")
+    flags.DEFINE_string("run_dir", None, "Where metrics.jsonl goes.")
 
 
 def dqn_kwargs(hp: dict) -> dict:
@@ -157,4 +161,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     cli.run(main)
