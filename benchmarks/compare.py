@@ -1,0 +1,548 @@
+"""Benchmark: tfrl against Stable-Baselines3, side by side, with the same hyperparameters, env and seeds.
+
+    python benchmarks/compare.py --suite=a2c-cartpole --seeds=0,1,2
+    python benchmarks/compare.py --suite=dqn-lunarlander --quick      # a smoke test of a couple of minutes
+
+Suites: dqn-lunarlander, a2c-lunarlander, dqn-cartpole, a2c-cartpole; each trains the rl-baselines3-zoo
+settings (the suite's `configs/*-sb3zoo.json` preset) with both libraries. Runs alternate A B A B
+(tfrl seed 0, SB3 seed 0, tfrl seed 1, ...), one process at a time, so that machine drift hits both.
+Both get the same thread budget: --threads intra-op and inter-op threads (TF's thread settings,
+torch.set_num_threads / set_num_interop_threads).
+
+Per run: process wall time; training time (the runner's clock at its last "train" record: training
+only, without imports, network construction and the final evaluation) and env steps/s over it;
+process CPU time (user + system) and peak RSS of the child process (os.wait4's rusage); the greedy
+return over the preset's final_eval_episodes (100); the learning curve (mean return of the training
+episodes per log interval). Periodic evaluations and checkpoints are off in both (SB3 does neither
+unless asked): the final tfrl checkpoint is the only extra work left, inside process wall time.
+
+Also the in-graph floor: the suite's train step timed alone on random batches (DQN: K gradient steps in
+one tf.function call, through benchmarks/dqn_train_step.py; A2C: one update per call), times the run's
+gradient steps: what training would cost if acting, env stepping and replay took no time.
+
+Output: a markdown table (median and [min, max] over seeds, and the tfrl/SB3 ratio per seed pair) printed
+and written into --docs between `<!-- compare:SUITE start -->` and `<!-- compare:SUITE end -->`, a PNG of
+the learning curves, and the per-run records as JSON lines. The SB3 side needs the bench extra
+(pip install 'tfrl[bench]': stable-baselines3 and a CPU torch); tfrl itself never does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import importlib.metadata
+import importlib.util
+import json
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Callable, Sequence
+
+from absl import flags
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))  # tfrl from this checkout when run as a script
+
+from tfrl import cli, config as config_lib  # noqa: E402  (after the path fix)
+from tfrl.errors import UsageError  # noqa: E402
+
+CONFIG_DIR = REPO_ROOT / "configs"
+BENCHMARKS_DIR = REPO_ROOT / "benchmarks"
+
+
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    agent: str
+    env_id: str
+    preset: str  # a configs/ file stem: the zoo's settings, which SB3's defaults complete
+
+
+SUITES = {
+    "dqn-lunarlander": Suite("dqn", "LunarLander-v3", "dqn-lunarlander-sb3zoo"),
+    "a2c-lunarlander": Suite("a2c", "LunarLander-v3", "a2c-lunarlander-sb3zoo"),
+    "dqn-cartpole": Suite("dqn", "CartPole-v1", "dqn-cartpole-sb3zoo"),
+    "a2c-cartpole": Suite("a2c", "CartPole-v1", "a2c-cartpole-sb3zoo"),
+}
+
+# Both libraries: no periodic evaluations or checkpoints (SB3 does neither by default).
+HARNESS_OVERRIDES = {"eval_interval": 0, "checkpoint_interval": 0}
+# --quick: a few thousand env steps (DQN-CartPole's learning_starts is 1000) and 5 evaluation episodes.
+QUICK_OVERRIDES = {
+    "dqn": {"total_env_steps": 3000, "log_interval": 500, "final_eval_episodes": 5},
+    "a2c": {"total_env_steps": 4000, "log_interval": 1000, "final_eval_episodes": 5},
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One training run: what both runners need. Written to <run>/spec.json for the runner."""
+
+    suite: str
+    agent: str
+    env_id: str
+    preset: str
+    seed: int
+    threads: int  # intra-op and inter-op threads
+    overrides: dict  # applied on top of the preset (harness and --quick overrides)
+    hparams: dict  # the resolved config (preset + overrides), as tfrl writes it to config.json
+
+
+@dataclasses.dataclass(frozen=True)
+class Runner:
+    """A library under test: `command(spec, run_dir)` is the child process that trains it.
+
+    The harness writes the spec to run_dir.parent / "spec.json" before it starts the child.
+    The child must write run_dir/metrics.jsonl in tfrl's shape: "train" records (env_step, wall_time_s
+    since training began, episode_return_mean) and a last "final_eval" record (return_mean, return_std,
+    episodes).
+    """
+
+    name: str
+    command: Callable[[RunSpec, pathlib.Path], list[str]]
+
+
+def _tfrl_command(spec: RunSpec, run_dir: pathlib.Path) -> list[str]:
+    return [sys.executable, str(REPO_ROOT / "scripts" / "train.py"), f"--agent={spec.agent}", f"--env={spec.env_id}",
+            f"--preset={spec.preset}", f"--seed={spec.seed}", f"--run_dir={run_dir}", "--export_base_path=",
+            f"--intra_op_threads={spec.threads}", f"--inter_op_threads={spec.threads}",
+            *(f"--hp={key}={value}" for key, value in spec.overrides.items())]
+
+
+def _sb3_command(spec: RunSpec, run_dir: pathlib.Path) -> list[str]:
+    return [sys.executable, str(BENCHMARKS_DIR / "sb3_runner.py"), f"--spec={run_dir.parent / 'spec.json'}",
+            f"--run_dir={run_dir}"]
+
+
+TFRL = Runner("tfrl", _tfrl_command)
+SB3 = Runner("SB3", _sb3_command)
+DEFAULT_PAIR = (TFRL, SB3)
+
+# ---- resolving a suite --------------------------------------------------------------------------
+
+
+def config_class(agent: str) -> type:
+    """The agent's config dataclass, without importing its learner (and TensorFlow)."""
+    if agent == "dqn":
+        from tfrl.agents.dqn.config import DQNConfig
+        return DQNConfig
+    from tfrl.agents.a2c.config import A2CConfig
+    return A2CConfig
+
+
+def resolve_hparams(suite: Suite, overrides: dict) -> dict:
+    """The preset with `overrides`, resolved as scripts/train.py resolves `--preset=P --hp=k=v`."""
+    preset = config_lib.find_preset(CONFIG_DIR, suite.agent, suite.env_id, suite.preset)
+    config = config_lib.apply_overrides(config_class(suite.agent)(), preset.hparams, f"preset {preset.name}")
+    config = config_lib.apply_overrides(config, overrides, "compare.py")
+    return config_lib.to_dict(config)
+
+
+def run_specs(suite_name: str, seeds: Sequence[int], threads: int, quick: bool) -> list[RunSpec]:
+    if suite_name not in SUITES:
+        raise UsageError(f"--suite: unknown suite {suite_name!r}; choose one of {', '.join(SUITES)}")
+    suite = SUITES[suite_name]
+    overrides = {**HARNESS_OVERRIDES, **(QUICK_OVERRIDES[suite.agent] if quick else {})}
+    hparams = resolve_hparams(suite, overrides)
+    return [RunSpec(suite_name, suite.agent, suite.env_id, suite.preset, seed, threads, overrides, hparams)
+            for seed in seeds]
+
+
+def run_order(specs: Sequence[RunSpec], pair: Sequence[Runner]) -> list[tuple[Runner, RunSpec]]:
+    """A B A B: both libraries on seed 0, then both on seed 1, ..., so drift over time hits both."""
+    return [(runner, spec) for spec in specs for runner in pair]
+
+# ---- one run ------------------------------------------------------------------------------------
+
+
+def read_records(path: pathlib.Path) -> list[dict]:
+    """The records of a fresh run's metrics.jsonl.
+
+    Not tfrl.metrics.read_metrics: that module imports TensorFlow, and this process must stay small
+    (see `harness_rss_mb`). A fresh run dir has no resume records, whose orphans read_metrics drops.
+    """
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if any(r["kind"] == "resume" for r in records):
+        raise RuntimeError(f"{path}: a resumed run; compare.py starts every run in a new directory")
+    return records
+
+
+def harness_rss_mb() -> float:
+    """This process's peak RSS (VmHWM), in MB.
+
+    Linux counts it in every child's ru_maxrss too: the child starts as a copy of this process
+    (fork or vfork) and exec() carries that copy's high-water mark over. So the harness stays small
+    (no TensorFlow, torch or SB3 imports) and reports this number next to the children's.
+    """
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def run_once(runner: Runner, spec: RunSpec, order: int, work_dir: pathlib.Path) -> dict:
+    """Runs the child, waits for it with os.wait4 (its own rusage), and returns the run's record."""
+    run_path = work_dir / f"{order:02d}-{runner.name}-s{spec.seed}"
+    run_path.mkdir(parents=True)
+    (run_path / "spec.json").write_text(json.dumps(dataclasses.asdict(spec), indent=2) + "\n")
+    run_dir = run_path / "run"
+    command = runner.command(spec, run_dir)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+           "OMP_NUM_THREADS": str(spec.threads)}
+    with open(run_path / "stdout.txt", "w") as out, open(run_path / "stderr.txt", "w") as err:
+        start = time.perf_counter()
+        child = subprocess.Popen(command, stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall_s = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait for it again
+    if child.returncode != 0:
+        tail = (run_path / "stderr.txt").read_text()[-2000:]
+        raise RuntimeError(f"{runner.name} seed {spec.seed} exited with {child.returncode}; "
+                           f"stderr ends:\n{tail}")
+    saved_config = run_dir / "config.json"
+    if saved_config.exists():  # tfrl's: it must have trained exactly the hyperparameters SB3 got
+        saved = json.loads(saved_config.read_text())["hparams"]
+        if saved != json.loads(json.dumps(spec.hparams)):
+            raise RuntimeError(f"{runner.name} trained other hyperparameters than the spec: {saved}")
+    records = read_records(run_dir / "metrics.jsonl")
+    train = [r for r in records if r["kind"] == "train"]
+    final = [r for r in records if r["kind"] == "final_eval"][-1]
+    train_s = train[-1]["wall_time_s"]
+    return {
+        "suite": spec.suite, "library": runner.name, "seed": spec.seed, "order": order, "env_id": spec.env_id,
+        "threads": spec.threads, "env_steps": final["env_step"],
+        "wall_s": round(wall_s, 2), "train_s": train_s,
+        "env_steps_per_s": round(train[-1]["env_step"] / train_s, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # Linux reports KiB
+        "harness_rss_mb": harness_rss_mb(),
+        "return_mean": final["return_mean"], "return_std": final["return_std"], "eval_episodes": final["episodes"],
+        "curve": [[r["env_step"], r["episode_return_mean"]] for r in train if "episode_return_mean" in r],
+        "command": " ".join(command).replace(str(REPO_ROOT) + "/", "").replace(str(work_dir) + "/", ""),
+    }
+
+# ---- the in-graph floor -------------------------------------------------------------------------
+
+
+def measure_floor(spec: RunSpec, calls: int, repeats: int) -> dict:
+    """Seconds per gradient step of the suite's train step alone (random batches), and for the whole run.
+
+    Call in a fresh process: it applies the thread settings to this process's TensorFlow.
+    """
+    import gymnasium as gym
+    import numpy as np
+
+    sys.path.insert(0, str(BENCHMARKS_DIR))
+    import dqn_train_step  # noqa: E402
+    from tfrl import runtime as runtime_lib
+    from tfrl.envs import EnvInfo
+
+    runtime = runtime_lib.apply(runtime_lib.RuntimeOptions(intra_op_threads=spec.threads,
+                                                           inter_op_threads=spec.threads))
+    config = config_lib.apply_overrides(config_class(spec.agent)(), spec.hparams, "spec")
+    probe = gym.make(spec.env_id)
+    info = EnvInfo(spec.env_id, tuple(probe.observation_space.shape), int(probe.action_space.n))
+    probe.close()
+    rng = np.random.default_rng(0)
+    if spec.agent == "dqn":
+        from tfrl.agents.dqn.learning import DQNLearner
+
+        learner = DQNLearner(config, info, runtime)
+        batch = dqn_train_step.random_batch(config.gradient_steps, config.batch_size, info.obs_shape,
+                                            info.num_actions, config.gamma, rng)
+        wall, cpu = dqn_train_step.time_calls(lambda: learner.train(batch, False), calls, repeats)
+        steps_per_call, run_steps = config.gradient_steps, config.total_gradient_steps
+    else:
+        from tfrl.agents.a2c.learning import A2CLearner
+
+        learner = A2CLearner(config, info, runtime)
+        b = config.num_envs * config.n_steps  # one update trains on the whole rollout
+        obs = rng.normal(size=(b, *info.obs_shape)).astype(np.float32)
+        actions = rng.integers(0, info.num_actions, size=b).astype(np.int32)
+        advantages, returns = rng.normal(size=b).astype(np.float32), rng.normal(size=b).astype(np.float32)
+        wall, cpu = dqn_train_step.time_calls(
+            lambda: learner.train(obs, actions, advantages, returns, config.learning_rate), calls, repeats)
+        steps_per_call, run_steps = 1, -(-config.total_env_steps // b)
+    return {"steps_per_call": steps_per_call, "ms_per_step": wall / steps_per_call * 1e3,
+            "cpu_ms_per_step": cpu / steps_per_call * 1e3, "run_gradient_steps": run_steps,
+            "run_floor_s": wall / steps_per_call * run_steps}
+
+
+def floor_in_child(spec: RunSpec, quick: bool, work_dir: pathlib.Path) -> dict:
+    spec_path = work_dir / "floor-spec.json"
+    spec_path.write_text(json.dumps(dataclasses.asdict(spec)))
+    command = [sys.executable, str(pathlib.Path(__file__).resolve()), f"--measure_floor={spec_path}",
+               f"--floor_calls={20 if quick else 200}", f"--floor_repeats={1 if quick else 3}"]
+    completed = subprocess.run(command, capture_output=True, text=True,
+                               env={**os.environ, "OMP_NUM_THREADS": str(spec.threads)})
+    if completed.returncode != 0:
+        raise RuntimeError(f"floor measurement failed:\n{completed.stderr[-2000:]}")
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+# ---- the table ----------------------------------------------------------------------------------
+
+# (record key, row label, digits)
+METRICS = (
+    ("wall_s", "process wall time (s)", 1),
+    ("train_s", "training time (s)", 1),
+    ("env_steps_per_s", "env steps/s (training)", 0),
+    ("cpu_s", "process CPU time, user+sys (s)", 1),
+    ("peak_rss_mb", "peak RSS (MB)", 0),
+)
+
+
+def _median_spread(values: Sequence[float], digits: int) -> str:
+    """"median [min, max]" over seeds; the median alone for one seed."""
+    median = f"{statistics.median(values):.{digits}f}"
+    if len(values) == 1:
+        return median
+    return f"{median} [{min(values):.{digits}f}, {max(values):.{digits}f}]"
+
+
+def summary_table(records: Sequence[dict], names: tuple[str, str]) -> str:
+    """Markdown: per metric, each library's median [min, max] over seeds, and the per-seed ratio a/b."""
+    a_name, b_name = names
+    by_seed = {name: {r["seed"]: r for r in records if r["library"] == name} for name in names}
+    seeds = sorted(set(by_seed[a_name]) & set(by_seed[b_name]))
+    rows = [f"| metric | {a_name} | {b_name} | {a_name}/{b_name} per seed |", "|---|---|---|---|"]
+    for key, label, digits in METRICS:
+        a = [by_seed[a_name][s][key] for s in seeds]
+        b = [by_seed[b_name][s][key] for s in seeds]
+        ratios = [x / y for x, y in zip(a, b)]
+        rows.append(f"| {label} | {_median_spread(a, digits)} | {_median_spread(b, digits)} "
+                    f"| {_median_spread(ratios, 2)} |")
+    # A ratio of returns means nothing when they can be negative: the difference instead.
+    a = [by_seed[a_name][s]["return_mean"] for s in seeds]
+    b = [by_seed[b_name][s]["return_mean"] for s in seeds]
+    episodes = by_seed[a_name][seeds[0]]["eval_episodes"]
+    rows.append(f"| greedy return, mean of {episodes} episodes | {_median_spread(a, 1)} | {_median_spread(b, 1)} "
+                f"| {a_name} - {b_name}: {_median_spread([x - y for x, y in zip(a, b)], 1)} |")
+    return "\n".join(rows)
+
+
+def runs_table(records: Sequence[dict]) -> str:
+    rows = ["| # | library | seed | wall (s) | training (s) | env steps/s | CPU (s) | peak RSS (MB) "
+            "| greedy return (episodes) |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(records, key=lambda r: r["order"]):
+        rows.append(f"| {r['order']} | {r['library']} | {r['seed']} | {r['wall_s']:.1f} | {r['train_s']:.1f} "
+                    f"| {r['env_steps_per_s']:.0f} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} "
+                    f"| {r['return_mean']:.1f} ± {r['return_std']:.1f} ({r['eval_episodes']}) |")
+    return "\n".join(rows)
+
+
+def floor_lines(floor: dict, records: Sequence[dict], names: tuple[str, str]) -> str:
+    call = (f"K={floor['steps_per_call']} gradient steps per `tf.function` call" if floor["steps_per_call"] > 1
+            else "one update per call")
+    lines = [f"In-graph floor (tfrl's train step alone on random batches, {call}): "
+             f"{floor['ms_per_step']:.3f} ms wall ({floor['cpu_ms_per_step']:.3f} ms CPU) per gradient step; "
+             f"the run's {floor['run_gradient_steps']} gradient steps take {floor['run_floor_s']:.1f} s at that rate."]
+    for name in names:
+        train_s = [r["train_s"] for r in records if r["library"] == name]
+        lines.append(f"{name} training time / floor: {statistics.median(train_s) / floor['run_floor_s']:.1f}x (median).")
+    return " ".join(lines)
+
+# ---- machine, docs and plot ---------------------------------------------------------------------
+
+
+def _version(*distributions: str) -> str:
+    for distribution in distributions:
+        try:
+            return f"{distribution} {importlib.metadata.version(distribution)}"
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return f"{distributions[0]} not installed"
+
+
+def machine_description() -> str:
+    model = "unknown CPU"
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+            if line.startswith("Model name:"):
+                model = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    versions = ", ".join(_version(*names) for names in (
+        ("tensorflow-cpu", "tensorflow"), ("keras",), ("torch",), ("stable-baselines3",), ("gymnasium",)))
+    return f"{model}, nproc {os.cpu_count()}; Python {platform.python_version()}; {versions}"
+
+
+def markdown_section(suite_name: str, specs: Sequence[RunSpec], records: Sequence[dict], floor: dict | None,
+                     names: tuple[str, str], command: str, started: str, load: tuple[str, str],
+                     plot_name: str | None) -> str:
+    spec = specs[0]
+    hp = spec.hparams
+    lines = [
+        f"### {suite_name}: {names[0]} against {names[1]}", "",
+        "```", command, "```", "",
+        f"Run {started} UTC; load average (1 min) {load[0]} at the start, {load[1]} at the end: the machine was "
+        f"shared, so speeds are noisy (alternating the libraries makes the ratio fairer, not exact).",
+        f"Machine: {machine_description()}. Threads: {spec.threads} intra-op and {spec.threads} inter-op "
+        "for both (TF `--intra_op_threads/--inter_op_threads`, `torch.set_num_threads/set_num_interop_threads`).",
+        f"Settings: `configs/{spec.preset}.json` (overrides: "
+        f"{', '.join(f'{k}={v}' for k, v in spec.overrides.items())}), {spec.env_id}, "
+        f"{hp['total_env_steps']} env steps, seeds {', '.join(str(s.seed) for s in specs)}; greedy return over "
+        f"{hp['final_eval_episodes']} episodes with `tfrl.evaluation` on the same env seeds for both.", "",
+        summary_table(records, names), "",
+        f"Peak RSS includes the harness process's own {max(r['harness_rss_mb'] for r in records):.0f} MB (Linux "
+        "carries a parent's high-water mark into its child's ru_maxrss), the same for both libraries.", "",
+        runs_table(records), "",
+    ]
+    if floor is not None:
+        lines += [floor_lines(floor, records, names), ""]
+    if plot_name:
+        lines += [f"![{suite_name} learning curves]({plot_name})", ""]
+    return "\n".join(lines)
+
+
+def write_section(docs_path: pathlib.Path, suite_name: str, section: str) -> None:
+    """Replaces the text between the suite's markers, or appends the markers and section at the end."""
+    start, end = f"<!-- compare:{suite_name} start -->", f"<!-- compare:{suite_name} end -->"
+    docs_path.parent.mkdir(parents=True, exist_ok=True)
+    text = docs_path.read_text() if docs_path.exists() else ""
+    block = f"{start}\n{section.rstrip()}\n{end}"
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + block + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + ("\n\n" if text else "") + block + "\n"
+    docs_path.write_text(text)
+
+
+def plot_curves(records: Sequence[dict], names: tuple[str, str], title: str, path: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for color, name in zip(("C0", "C1"), names):
+        for i, r in enumerate(r for r in records if r["library"] == name):
+            steps, returns = zip(*r["curve"]) if r["curve"] else ((), ())
+            ax.plot(steps, returns, color=color, alpha=0.8, label=name if i == 0 else None)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("training episode return (mean per log interval)")
+    ax.set_title(title)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+# ---- the whole comparison -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Outputs:
+    """Where a comparison writes; None = not written."""
+
+    docs: pathlib.Path | None = None  # markdown file whose compare:SUITE section is replaced
+    plot: pathlib.Path | None = None  # PNG of the learning curves
+    results: pathlib.Path | None = None  # JSON-lines file the run records are appended to
+
+
+def compare(suite_name: str, seeds: Sequence[int], threads: int, quick: bool, pair: Sequence[Runner] = DEFAULT_PAIR,
+            outputs: Outputs = Outputs(), command: str = "", measure_in_graph_floor: bool = True,
+            ) -> tuple[list[dict], str]:
+    """Runs the suite for both runners (A B A B), then the floor; returns (records, markdown section)."""
+    docs_path, plot_path, results_path = outputs.docs, outputs.plot, outputs.results
+    specs = run_specs(suite_name, seeds, threads, quick)
+    names = (pair[0].name, pair[1].name)
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    load_start = f"{os.getloadavg()[0]:.2f}"
+    records = []
+    with tempfile.TemporaryDirectory(prefix="tfrl-compare-") as tmp:
+        base = pathlib.Path(tmp)
+        for order, (runner, spec) in enumerate(run_order(specs, pair)):
+            record = run_once(runner, spec, order, base)
+            records.append(record)
+            print(json.dumps({k: v for k, v in record.items() if k != "curve"}), flush=True)
+            if results_path is not None:
+                results_path.parent.mkdir(parents=True, exist_ok=True)
+                with open(results_path, "a") as f:
+                    f.write(json.dumps({**record, "started": started, "quick": quick}) + "\n")
+        floor = floor_in_child(specs[0], quick, base) if measure_in_graph_floor else None
+    load_end = f"{os.getloadavg()[0]:.2f}"
+    if plot_path is not None:
+        plot_curves(records, names, f"{suite_name}{' (--quick)' if quick else ''}: {names[0]} vs {names[1]}",
+                    plot_path)
+    plot_name = None
+    if plot_path is not None:
+        plot_name = os.path.relpath(plot_path, docs_path.parent) if docs_path is not None else plot_path.name
+    section = markdown_section(suite_name, specs, records, floor, names, command, started, (load_start, load_end),
+                               plot_name)
+    if docs_path is not None:
+        write_section(docs_path, suite_name, section)
+    return records, section
+
+# ---- command line -------------------------------------------------------------------------------
+
+
+def define_flags() -> None:
+    flags.DEFINE_string("suite", None, f"One of: {', '.join(SUITES)}.")
+    flags.DEFINE_list("seeds", None, "Seeds; default 0,1,2 (0 with --quick).")
+    flags.DEFINE_integer("threads", 1, "Intra-op and inter-op threads for both libraries.")
+    flags.DEFINE_bool("quick", False, "Smoke test: a few thousand env steps, 5 evaluation episodes. Writes under "
+                      "runs/compare-quick/ unless --docs/--plot/--results say otherwise.")
+    flags.DEFINE_string("docs", None, "Markdown file to write the section into (default docs/benchmarks.md; "
+                        "with --quick runs/compare-quick/benchmarks.md); empty = print only.")
+    flags.DEFINE_string("plot", None, "PNG of the learning curves (default docs/images/compare-SUITE.png).")
+    flags.DEFINE_string("results", None, "JSON-lines file the run records are appended to "
+                        "(default benchmarks/results/compare-SUITE.jsonl).")
+    flags.DEFINE_string("measure_floor", None, "Internal: measure the floor for this spec file and print JSON.")
+    flags.DEFINE_integer("floor_calls", 200, "Internal: timed train calls per repeat of the floor.")
+    flags.DEFINE_integer("floor_repeats", 3, "Internal: repeats of the floor timing (median).")
+
+
+def require_bench_extra() -> None:
+    """Fails before anything runs, naming the extra. find_spec, not an import: torch would grow this
+    process, and with it every child's measured peak RSS (see `harness_rss_mb`)."""
+    for module in ("stable_baselines3", "torch"):
+        if importlib.util.find_spec(module) is None:
+            raise cli.MissingExtraError(
+                f"benchmarks/compare.py (its Stable-Baselines3 side) needs {module}, which is not installed: "
+                "pip install 'tfrl[bench]' (or pip install -e '.[bench]' in a checkout)")
+
+
+def _path_flag(value: str | None, default: pathlib.Path) -> pathlib.Path | None:
+    if value is None:
+        return default
+    return pathlib.Path(value) if value else None
+
+
+def main(argv):
+    cli.no_extra_args(argv)
+    FLAGS = flags.FLAGS
+    if FLAGS.measure_floor:
+        spec = RunSpec(**json.loads(pathlib.Path(FLAGS.measure_floor).read_text()))
+        print(json.dumps(measure_floor(spec, FLAGS.floor_calls, FLAGS.floor_repeats)))
+        return
+    if not FLAGS.suite:
+        raise UsageError(f"--suite is required: one of {', '.join(SUITES)}")
+    if FLAGS.threads < 1:
+        raise UsageError(f"--threads must be >= 1, got {FLAGS.threads}")
+    try:
+        seeds = [int(s) for s in (FLAGS.seeds or (["0"] if FLAGS.quick else ["0", "1", "2"]))]
+    except ValueError:
+        raise UsageError(f"--seeds: expected integers, got {','.join(FLAGS.seeds)}") from None
+    run_specs(FLAGS.suite, seeds, FLAGS.threads, FLAGS.quick)  # bad suite or preset: fail before anything runs
+    require_bench_extra()
+    out = REPO_ROOT / "runs" / "compare-quick" if FLAGS.quick else None
+    docs = _path_flag(FLAGS.docs, out / "benchmarks.md" if out else REPO_ROOT / "docs" / "benchmarks.md")
+    plot = _path_flag(FLAGS.plot, (out or REPO_ROOT / "docs" / "images") / f"compare-{FLAGS.suite}.png")
+    results = _path_flag(FLAGS.results, (out or BENCHMARKS_DIR / "results") / f"compare-{FLAGS.suite}.jsonl")
+    command = " ".join(["python", "benchmarks/compare.py", *sys.argv[1:]])
+    _, section = compare(FLAGS.suite, seeds, FLAGS.threads, FLAGS.quick, DEFAULT_PAIR, Outputs(docs, plot, results),
+                         command)
+    print(section)
+    if docs is not None:
+        print(f"written: {docs}" + (f", {plot}" if plot else ""))
+
+
+if __name__ == "__main__":
+    define_flags()
+    cli.run(main)

@@ -1,0 +1,165 @@
+"""The Stable-Baselines3 side of benchmarks/compare.py: train SB3 with a tfrl config's hyperparameters.
+
+    python benchmarks/sb3_runner.py --spec=RUN/spec.json --run_dir=RUN/run
+
+compare.py writes the spec (agent, env id, seed, threads, and the resolved tfrl hyperparameters of the
+suite's preset); this script translates the hyperparameters to SB3's arguments, trains, evaluates the
+greedy policy with tfrl.evaluation (the same episodes and env seeds as tfrl's final evaluation), and
+writes run_dir/metrics.jsonl in tfrl's shape: a "train" record every log_interval env steps (mean
+return of the training episodes that ended since the last one) and one "final_eval" record.
+
+A hyperparameter SB3 cannot express (double DQN, n-step returns, ...) is an error, not a silent
+mismatch. Needs the bench extra: pip install 'tfrl[bench]'.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+import time
+
+from absl import flags
+
+from tfrl import cli, evaluation
+from tfrl.errors import UsageError
+
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+    """Only when run as a script, so that tests can import the translations without defining flags."""
+    flags.DEFINE_string("spec", None, "JSON spec written by benchmarks/compare.py.")
+    flags.DEFINE_string("run_dir", None, "Where metrics.jsonl goes.")
+
+
+def dqn_kwargs(hp: dict) -> dict:
+    """SB3 DQN arguments for tfrl DQNConfig fields; UsageError for settings SB3's DQN does not have."""
+    unsupported = {"double_dqn": True, "dueling": True}
+    for key, value in unsupported.items():
+        if hp[key] == value:
+            raise UsageError(f"SB3's DQN has no {key}; compare with a preset that sets {key}=false")
+    if hp["n_step"] != 1 or hp["final_learning_rate_fraction"] != 1.0 or hp["num_envs"] != 1:
+        # SB3 counts train_freq in vector steps, tfrl in env steps: equal only with one env.
+        raise UsageError("the SB3 comparison supports n_step=1, a constant learning rate and num_envs=1 only")
+    return dict(
+        learning_rate=hp["learning_rate"], buffer_size=hp["replay_capacity"], learning_starts=hp["learning_starts"],
+        batch_size=hp["batch_size"], tau=hp["target_update_tau"], gamma=hp["gamma"], train_freq=hp["train_freq"],
+        gradient_steps=hp["gradient_steps"], target_update_interval=hp["target_update_period"],
+        exploration_fraction=hp["epsilon_decay_fraction"], exploration_initial_eps=hp["epsilon_start"],
+        exploration_final_eps=hp["epsilon_end"], max_grad_norm=hp["max_grad_norm"] or float("inf"),
+        policy_kwargs=dict(net_arch=list(hp["hidden_sizes"])),
+    )
+
+
+def a2c_kwargs(hp: dict) -> dict:
+    """SB3 A2C arguments for tfrl A2CConfig fields; UsageError for settings SB3's A2C does not have."""
+    import torch
+
+    if hp["shared_torso"]:
+        raise UsageError("SB3 (2.x) has no shared actor-critic torso; compare with shared_torso=false")
+    if hp["optimizer"] != "rmsprop":
+        raise UsageError("the SB3 comparison supports optimizer=rmsprop only")
+    learning_rate = hp["learning_rate"]
+    if hp["lr_schedule"] == "linear":
+        def learning_rate(progress_remaining: float, initial=hp["learning_rate"]) -> float:
+            return progress_remaining * initial  # SB3's progress runs from 1 to 0 over total_timesteps
+    activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[hp["activation"]]
+    return dict(
+        learning_rate=learning_rate, n_steps=hp["n_steps"], gamma=hp["gamma"], gae_lambda=hp["gae_lambda"],
+        ent_coef=hp["entropy_coef"], vf_coef=hp["value_coef"], max_grad_norm=hp["max_grad_norm"],
+        normalize_advantage=hp["normalize_advantage"], use_rms_prop=True, rms_prop_eps=hp["rmsprop_eps"],
+        policy_kwargs=dict(
+            net_arch=dict(pi=list(hp["hidden_sizes"]), vf=list(hp["hidden_sizes"])), activation_fn=activation,
+            # Given explicitly, because SB3 otherwise fixes alpha at 0.99 whatever rmsprop_decay says.
+            optimizer_class=torch.optim.RMSprop,
+            optimizer_kwargs=dict(alpha=hp["rmsprop_decay"], eps=hp["rmsprop_eps"], weight_decay=0)),
+    )
+
+
+def main(argv):
+    cli.no_extra_args(argv)
+    if not FLAGS.spec or not FLAGS.run_dir:
+        raise UsageError("--spec and --run_dir are required")
+    spec = json.loads(pathlib.Path(FLAGS.spec).read_text())
+    # SB3's logger imports torch.utils.tensorboard, and TensorBoard imports TensorFlow when it finds it
+    # (here it does: tfrl's environment). That would add TF's import time and ~400 MB to SB3's numbers,
+    # which an SB3 user without TF never pays; TensorBoard falls back to its stub without it.
+    sys.modules["tensorflow"] = None  # makes `import tensorflow` raise ImportError in this process
+    torch = cli.require_extra("torch", "bench", "the Stable-Baselines3 runner")
+    sb3 = cli.require_extra("stable_baselines3", "bench", "the Stable-Baselines3 runner")
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    # Before any torch op; compare.py gives tfrl the same numbers as --intra_op_threads/--inter_op_threads.
+    torch.set_num_threads(spec["threads"])
+    torch.set_num_interop_threads(spec["threads"])
+    hp, seed = spec["hparams"], spec["seed"]
+    run_dir = pathlib.Path(FLAGS.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    metrics = open(run_dir / "metrics.jsonl", "w", buffering=1)
+
+    class TrainingCurve(BaseCallback):
+        """Writes tfrl-shaped "train" records from the Monitor episode infos, every log_interval env steps."""
+
+        def __init__(self, log_interval: int):
+            super().__init__()
+            self.log_interval = log_interval
+            self.episodes: list[tuple[float, int]] = []
+
+        def _on_training_start(self) -> None:
+            self.start = self.last_time = time.perf_counter()
+            self.last_step, self.next_log_at = 0, self.log_interval
+
+        def _on_step(self) -> bool:
+            for info in self.locals["infos"]:
+                if "episode" in info:
+                    self.episodes.append((float(info["episode"]["r"]), int(info["episode"]["l"])))
+            if self.num_timesteps >= self.next_log_at:
+                self.write()
+                while self.next_log_at <= self.num_timesteps:
+                    self.next_log_at += self.log_interval
+            return True
+
+        def write(self) -> None:
+            now = time.perf_counter()
+            record = {"kind": "train", "env_step": self.num_timesteps, "wall_time_s": round(now - self.start, 3),
+                      "env_steps_per_s": (self.num_timesteps - self.last_step) / max(now - self.last_time, 1e-9)}
+            if self.episodes:
+                record.update(episodes=len(self.episodes),
+                              episode_return_mean=sum(r for r, _ in self.episodes) / len(self.episodes),
+                              episode_length_mean=sum(n for _, n in self.episodes) / len(self.episodes))
+            metrics.write(json.dumps(record) + "\n")
+            self.episodes.clear()
+            self.last_time, self.last_step = now, self.num_timesteps
+
+    env = make_vec_env(spec["env_id"], n_envs=hp["num_envs"], seed=seed)  # sub-env i seeded seed + i, as tfrl
+    if spec["agent"] == "dqn":
+        model = sb3.DQN("MlpPolicy", env, seed=seed, device="cpu", **dqn_kwargs(hp))
+    elif spec["agent"] == "a2c":
+        model = sb3.A2C("MlpPolicy", env, seed=seed, device="cpu", **a2c_kwargs(hp))
+    else:
+        raise UsageError(f"unknown agent {spec['agent']!r}")
+    curve = TrainingCurve(hp["log_interval"])
+    model.learn(total_timesteps=hp["total_env_steps"], callback=curve)
+    if curve.last_step != model.num_timesteps:
+        curve.write()  # the last partial log interval
+    env.close()
+
+    def greedy(obs):  # obs [N, *obs_shape] -> actions [N]
+        return model.predict(obs, deterministic=True)[0]
+
+    # tfrl's loops evaluate on seed + 20_000 too: the same 100 episodes' start states.
+    returns = evaluation.evaluate(greedy, spec["env_id"], hp["final_eval_episodes"], seed=seed + 20_000)
+    metrics.write(json.dumps({
+        "kind": "final_eval", "env_step": model.num_timesteps,
+        "wall_time_s": round(time.perf_counter() - curve.start, 3),
+        "return_mean": float(returns.mean()), "return_std": float(returns.std()), "episodes": len(returns)}) + "\n")
+    metrics.close()
+    print(f"final evaluation: return={returns.mean():.2f} +/- {returns.std():.2f} over {len(returns)} episodes",
+          file=sys.stdout, flush=True)
+
+
+if __name__ == "__main__":
+    define_flags()
+    cli.run(main)

@@ -1,0 +1,169 @@
+"""Tests for benchmarks/compare.py (tfrl against Stable-Baselines3), without SB3.
+
+The harness runs for real with its library pair injected: tfrl (scripts/train.py, --quick) against
+tests/compare_test_double_runner.py, a test double that writes known records. The table math is checked
+against numbers worked out by hand; the docs are only ever written in a temporary copy.
+"""
+
+import hashlib
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+
+import compare  # noqa: E402
+import sb3_runner  # noqa: E402
+from tfrl.errors import UsageError  # noqa: E402
+
+DOUBLE_SCRIPT = pathlib.Path(__file__).resolve().parent / "compare_test_double_runner.py"
+DOCS = REPO_ROOT / "docs" / "benchmarks.md"
+
+
+def make_test_double(name: str, order_log: pathlib.Path) -> compare.Runner:
+    """A Runner that starts tests/compare_test_double_runner.py under `name`."""
+    def command(spec, run_dir):
+        return [sys.executable, str(DOUBLE_SCRIPT), f"--run_dir={run_dir}", f"--name={name}",
+                f"--order_log={order_log}"]
+    return compare.Runner(name, command)
+
+
+def test_quick_tfrl_against_a_test_double_writes_records_table_docs_and_plot(tmp_path):
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text(DOCS.read_text())
+    real_docs_digest = hashlib.sha256(DOCS.read_bytes()).hexdigest()
+    outputs = compare.Outputs(docs=docs, plot=tmp_path / "images" / "curves.png", results=tmp_path / "runs.jsonl")
+    records, section = compare.compare("a2c-cartpole", [0], threads=1, quick=True,
+                                       pair=(compare.TFRL, make_test_double("double", tmp_path / "order.log")),
+                                       outputs=outputs, command="python benchmarks/compare.py --quick (test)")
+
+    tfrl, double = records
+    assert (tfrl["library"], tfrl["order"], double["library"], double["order"]) == ("tfrl", 0, "double", 1)
+    # tfrl really trained: --quick's 4000 env steps, logged every 1000, 5 greedy CartPole episodes.
+    assert tfrl["env_steps"] == 4000 and tfrl["eval_episodes"] == 5
+    assert [step for step, _ in tfrl["curve"]] == [1000, 2000, 3000, 4000]
+    assert 8 <= tfrl["return_mean"] <= 500  # a CartPole episode lasts 8 to 500 steps, +1 reward each
+    assert tfrl["cpu_s"] > 0 and tfrl["peak_rss_mb"] > 100 and tfrl["wall_s"] > tfrl["train_s"] > 0
+    assert "--hp=eval_interval=0" in tfrl["command"] and "--intra_op_threads=1" in tfrl["command"]
+    # The double's known records: 4000 env steps at 1000/s -> 4 s; final return 100 + seed.
+    assert double["train_s"] == 4.0 and double["env_steps_per_s"] == 1000.0
+    assert double["return_mean"] == 100.0 and double["eval_episodes"] == 5
+    assert double["curve"] == [[1000, 1.0], [2000, 2.0], [3000, 3.0], [4000, 4.0]]
+
+    assert len(outputs.results.read_text().splitlines()) == 2
+    assert outputs.plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The training-time ratio of the table is tfrl's over the double's 4 s.
+    ratio = re.search(r"\| training time \(s\) \| [\d.]+ \| 4\.0 \| ([\d.]+) \|", section)
+    assert ratio and float(ratio.group(1)) == pytest.approx(tfrl["train_s"] / 4.0, abs=0.006)
+    assert "In-graph floor" in section and "one update per call" in section
+    assert "![a2c-cartpole learning curves](images/curves.png)" in section
+
+    # Only the a2c-cartpole section of the copy changed; the real docs did not.
+    start, end = "<!-- compare:a2c-cartpole start -->", "<!-- compare:a2c-cartpole end -->"
+    original, written = DOCS.read_text(), docs.read_text()
+    assert written.split(start)[0] == original.split(start)[0]
+    assert written.split(end)[1] == original.split(end)[1]
+    assert section.strip() in written
+    assert hashlib.sha256(DOCS.read_bytes()).hexdigest() == real_docs_digest
+
+
+def test_runs_alternate_a_b_seed_by_seed(tmp_path):
+    order_log = tmp_path / "order.log"
+    pair = (make_test_double("a", order_log), make_test_double("b", order_log))
+    records, _ = compare.compare("dqn-cartpole", [0, 1, 2], threads=1, quick=True, pair=pair,
+                                 measure_in_graph_floor=False)
+    started = order_log.read_text().split("\n")[:-1]  # as the doubles saw it, not as the harness says
+    assert started == ["a 0", "b 0", "a 1", "b 1", "a 2", "b 2"]
+    assert [(r["order"], r["library"], r["seed"]) for r in records] == [
+        (0, "a", 0), (1, "b", 0), (2, "a", 1), (3, "b", 1), (4, "a", 2), (5, "b", 2)]
+    # --quick's DQN settings reach the runner: 3000 env steps logged every 500, 5 evaluation episodes.
+    assert records[5]["curve"][-1] == [3000, 23.0] and records[5]["eval_episodes"] == 5
+
+
+def _record(library, seed, wall, train, steps_per_s, cpu, rss, ret):
+    return {"library": library, "seed": seed, "wall_s": wall, "train_s": train, "env_steps_per_s": steps_per_s,
+            "cpu_s": cpu, "peak_rss_mb": rss, "return_mean": ret, "eval_episodes": 100}
+
+
+def test_summary_table_medians_spreads_and_per_seed_ratios_by_hand():
+    records = [
+        _record("tfrl", 0, 10, 8, 1000, 9, 600, 100.0),
+        _record("tfrl", 1, 20, 16, 3000, 9, 600, 200.0),
+        _record("tfrl", 2, 60, 50, 2000, 9, 600, -50.0),
+        # Listed out of seed order: pairs are made by seed, not by position.
+        _record("SB3", 2, 30, 25, 1000, 9, 300, -100.0),
+        _record("SB3", 0, 20, 16, 1000, 3, 300, 150.0),
+        _record("SB3", 1, 20, 16, 1000, 4.5, 300, 100.0),
+    ]
+    rows = compare.summary_table(records, ("tfrl", "SB3")).splitlines()
+    # wall: tfrl 10, 20, 60 / SB3 20, 20, 30 per seed = 0.5, 1.0, 2.0.
+    assert rows[2] == "| process wall time (s) | 20.0 [10.0, 60.0] | 20.0 [20.0, 30.0] | 1.00 [0.50, 2.00] |"
+    assert rows[3] == "| training time (s) | 16.0 [8.0, 50.0] | 16.0 [16.0, 25.0] | 1.00 [0.50, 2.00] |"
+    # steps/s: 1000/1000, 3000/1000, 2000/1000 = 1, 3, 2 -> median 2.
+    assert rows[4] == "| env steps/s (training) | 2000 [1000, 3000] | 1000 [1000, 1000] | 2.00 [1.00, 3.00] |"
+    # CPU: 9/3, 9/4.5, 9/9 = 3, 2, 1.
+    assert rows[5] == "| process CPU time, user+sys (s) | 9.0 [9.0, 9.0] | 4.5 [3.0, 9.0] | 2.00 [1.00, 3.00] |"
+    assert rows[6] == "| peak RSS (MB) | 600 [600, 600] | 300 [300, 300] | 2.00 [2.00, 2.00] |"
+    # Returns: differences per seed 100-150 = -50, 200-100 = 100, -50-(-100) = 50 -> median 50.
+    assert rows[7] == ("| greedy return, mean of 100 episodes | 100.0 [-50.0, 200.0] | 100.0 [-100.0, 150.0] "
+                       "| tfrl - SB3: 50.0 [-50.0, 100.0] |")
+    single = compare.summary_table(records[:1] + records[4:5], ("tfrl", "SB3")).splitlines()
+    assert single[2] == "| process wall time (s) | 10.0 | 20.0 | 0.50 |"  # one seed: no spread
+
+
+def test_write_section_replaces_between_the_markers_or_appends(tmp_path):
+    docs = tmp_path / "b.md"
+    docs.write_text("# B\n<!-- compare:x start -->\nold\n<!-- compare:x end -->\ntail\n"
+                    "<!-- compare:y start -->\nkeep\n<!-- compare:y end -->\n")
+    compare.write_section(docs, "x", "new\n")
+    compare.write_section(docs, "x", "newer")  # again: replaced, not duplicated
+    assert docs.read_text() == ("# B\n<!-- compare:x start -->\nnewer\n<!-- compare:x end -->\ntail\n"
+                                "<!-- compare:y start -->\nkeep\n<!-- compare:y end -->\n")
+    compare.write_section(docs, "z", "appended")
+    assert docs.read_text().endswith("<!-- compare:y end -->\n\n<!-- compare:z start -->\nappended\n"
+                                     "<!-- compare:z end -->\n")
+
+
+def test_sb3_dqn_arguments_are_the_zoo_values():
+    """The zoo's hyperparams/dqn.yml values, typed from it, against the translation of our -sb3zoo presets."""
+    lunar = sb3_runner.dqn_kwargs(compare.run_specs("dqn-lunarlander", [0], 1, False)[0].hparams)
+    assert {k: v for k, v in lunar.items() if k != "policy_kwargs"} == dict(
+        learning_rate=6.3e-4, buffer_size=50_000, learning_starts=0, batch_size=128, tau=1.0, gamma=0.99,
+        train_freq=4, gradient_steps=4,  # the zoo's -1: as many as env steps per train call
+        target_update_interval=250, exploration_fraction=0.12, exploration_initial_eps=1.0,
+        exploration_final_eps=0.1, max_grad_norm=10.0)
+    assert lunar["policy_kwargs"] == {"net_arch": [256, 256]}
+    cartpole = sb3_runner.dqn_kwargs(compare.run_specs("dqn-cartpole", [0], 1, False)[0].hparams)
+    assert {k: cartpole[k] for k in ("learning_rate", "buffer_size", "learning_starts", "batch_size", "train_freq",
+                                     "gradient_steps", "target_update_interval", "exploration_fraction",
+                                     "exploration_final_eps")} == dict(
+        learning_rate=2.3e-3, buffer_size=100_000, learning_starts=1000, batch_size=64, train_freq=256,
+        gradient_steps=128, target_update_interval=10, exploration_fraction=0.16, exploration_final_eps=0.04)
+    assert compare.run_specs("dqn-cartpole", [0], 1, False)[0].hparams["total_env_steps"] == 50_000
+    with pytest.raises(UsageError, match="double_dqn"):
+        sb3_runner.dqn_kwargs({**compare.run_specs("dqn-cartpole", [0], 1, False)[0].hparams, "double_dqn": True})
+
+
+def _run_compare_cli(args, hide_sb3=True):
+    """compare.py as a user runs it, with stable_baselines3 unimportable whether or not it is installed."""
+    code = ("import runpy, sys; sys.modules['stable_baselines3'] = None; "
+            f"sys.argv = ['compare.py', *{list(args)!r}]; "
+            f"runpy.run_path({str(REPO_ROOT / 'benchmarks' / 'compare.py')!r}, run_name='__main__')")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+
+
+def test_cli_without_sb3_exits_2_naming_the_bench_extra(tmp_path):
+    completed = _run_compare_cli(["--suite=a2c-cartpole", "--quick", f"--docs={tmp_path / 'b.md'}"])
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr.strip().splitlines()[-1].startswith("compare.py: error: ")
+    assert "stable_baselines3" in completed.stderr and "pip install 'tfrl[bench]'" in completed.stderr
+    assert "Traceback" not in completed.stderr and not (tmp_path / "b.md").exists()
+    bad_suite = _run_compare_cli(["--suite=ppo-pong"])
+    assert bad_suite.returncode == 2 and "unknown suite 'ppo-pong'" in bad_suite.stderr
