@@ -199,10 +199,30 @@ except Exception as e:
     jit_error = f"{type(e).__name__}: {e}"
 # What one replica alone would have done: the first half of each batch.
 results["single_half_batch"] = train(single, reference, rows=slice(0, b // 2))[1]
+
+from tfrl import numerics
+
+def guard(runtime):  # (tensors, gradient step) of the NonFiniteError a NaN reward/advantage raises, or None
+    dqn, a2c = DQNLearner(dqn_config, env, runtime), A2CLearner(a2c_config, env, runtime)
+    batch = {key: v.copy() for key, v in dqn_batch.items()}
+    batch["reward"][1, 0] = np.nan  # the 2nd of the call's 3 gradient steps
+    advantages = a2c_batch[2].copy()
+    advantages[0] = np.nan
+    caught = {}
+    for name, call in (("dqn", lambda: dqn.train(batch, False)),
+                       ("a2c", lambda: a2c.train(a2c_batch[0], a2c_batch[1], advantages, a2c_batch[3], 0.01))):
+        try:
+            call()
+            caught[name] = None
+        except numerics.NonFiniteError as e:
+            caught[name] = [e.tensors, e.gradient_step]
+    return caught
+
+guards = {name: guard(runtimes[name]) for name in ("single", "mirrored")}
 print(json.dumps({"replicas": [runtimes[name].strategy.num_replicas_in_sync for name in ("mirrored", "mirrored_xla")],
                   "cross_device_ops": [type(runtimes[name].strategy.extended._cross_device_ops).__name__
                                        for name in ("mirrored", "mirrored_xla")],
-                  "nccl_error": nccl_error, "jit_error": jit_error, "results": results}))
+                  "nccl_error": nccl_error, "jit_error": jit_error, "results": results, "guards": guards}))
 """
 
 
@@ -234,6 +254,14 @@ def test_replicated_step_makes_the_single_device_update(equivalence, name, copie
     assert _max_difference(mirrored["a2c_weights"], single["a2c_weights"]) < 1e-5
     for key, value in single["a2c_metrics"].items():
         assert mirrored["a2c_metrics"][key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+
+
+def test_the_numeric_guard_stops_the_replicated_step_as_it_stops_one_device(equivalence):
+    # DQN: a NaN reward in the 2nd of 3 gradient steps makes its loss and gradients NaN (on one replica, so the
+    # mean over replicas too); Q(s, a) is still finite there. A2C: one NaN advantage, normalized over the batch,
+    # makes every advantage, the loss and the gradients NaN at update 1.
+    expected = {"dqn": [["loss", "gradients"], 2], "a2c": [["loss", "gradients"], 1]}
+    assert equivalence["guards"] == {"single": expected, "mirrored": expected}
 
 
 def test_xla_around_the_whole_replicated_step_fails(equivalence):

@@ -49,6 +49,12 @@ def check_distribution(config: DQNConfig, runtime: runtime_lib.Runtime) -> None:
         distribute.check_batch_split("batch_size", config.batch_size, runtime.local_replicas)
 
 
+def _keep_first_flags(flags, flagged_k, step_flags, k):
+    """(flags, k) of the first of the K gradient steps whose numerics flags are set; (0, 0) while none is."""
+    first = tf.logical_and(tf.equal(flags, 0), step_flags > 0)
+    return tf.where(tf.equal(flags, 0), step_flags, flags), tf.where(first, k, flagged_k)
+
+
 class DQNLearner:
     """Owns the online and target Q-networks, the optimizer and the train step.
 
@@ -162,13 +168,8 @@ class DQNLearner:
                                                                next_obs[k], q_t_target_all[k])
                 loss_sum += loss
                 q_sum += q_mean
-                first = tf.logical_and(tf.equal(flags, 0), step_flags > 0)
-                flagged_k = tf.where(first, k, flagged_k)
-                flags = tf.where(tf.equal(flags, 0), step_flags, flags)
-            count = tf.cast(tf.maximum(num_steps, 1), tf.float32)
-            flat_weights = [tf.reshape(v, [-1]) for v in self.online.trainable_variables]
-            numerics_out = tf.cast(tf.stack([flags, flagged_k]), tf.float32)  # small integers: exact in float32
-            return tf.concat([[loss_sum / count, q_sum / count], numerics_out, *flat_weights], axis=0)
+                flags, flagged_k = _keep_first_flags(flags, flagged_k, step_flags, k)
+            return self._flat_output(loss_sum, q_sum, num_steps, flags, flagged_k)
 
     def _gradient_step(self, obs_tm1, a_tm1, r_t, discount_t, obs_t, q_t_target):
         grads, loss, q_mean, q_tm1 = self._gradients(obs_tm1, a_tm1, r_t, discount_t, obs_t, q_t_target)
@@ -208,9 +209,11 @@ class DQNLearner:
             self.gradient_steps.assign_add(1)
             loss_sum += loss
             q_sum += q_mean
-            first = tf.logical_and(tf.equal(flags, 0), step_flags > 0)
-            flagged_k = tf.where(first, k, flagged_k)
-            flags = tf.where(tf.equal(flags, 0), step_flags, flags)
+            flags, flagged_k = _keep_first_flags(flags, flagged_k, step_flags, k)
+        return self._flat_output(loss_sum, q_sum, num_steps, flags, flagged_k)
+
+    def _flat_output(self, loss_sum, q_sum, num_steps, flags, flagged_k):
+        """[mean loss, mean Q, flags, k of the first flagged step, *flattened online weights]: one tensor out."""
         count = tf.cast(tf.maximum(num_steps, 1), tf.float32)
         flat_weights = [tf.reshape(v, [-1]) for v in self.online.trainable_variables]
         numerics_out = tf.cast(tf.stack([flags, flagged_k]), tf.float32)  # small integers: exact in float32
