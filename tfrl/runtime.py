@@ -91,6 +91,17 @@ def loss_scaling_needed(policy_name: str) -> bool:
     return policy_name == "mixed_float16"
 
 
+def optimizer_for_policy(optimizer, policy_name: str):
+    """`optimizer`, wrapped in Keras' LossScaleOptimizer when `policy_name` needs loss scaling.
+
+    The wrapper's apply() unscales the gradients, skips a step whose gradients are not finite and adapts the scale;
+    its scale_loss() is what the train steps multiply the loss by (the plain optimizer's returns the loss as is).
+    """
+    if loss_scaling_needed(policy_name):
+        return keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
 def _parse_device(device: str) -> tuple[str, int | None]:
     """"gpu:1" -> ("gpu", 1); "cpu" -> ("cpu", None)."""
     match = _DEVICE_PATTERN.fullmatch(device)

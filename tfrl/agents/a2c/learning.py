@@ -129,10 +129,7 @@ class A2CLearner:
             self.network = make_network(config, env, self.head)
             optimizer = _make_optimizer(config)
             self._loss_scaling = runtime_lib.loss_scaling_needed(runtime.options.mixed_precision)
-            if self._loss_scaling:
-                # float16 gradients underflow without it; apply() unscales, skips non-finite steps, adapts the scale.
-                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-            self.optimizer = optimizer
+            self.optimizer = runtime_lib.optimizer_for_policy(optimizer, runtime.options.mixed_precision)
             self.optimizer.build(self.network.trainable_variables)
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
         if self._strategy is None:

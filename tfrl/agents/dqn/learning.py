@@ -86,10 +86,7 @@ class DQNLearner:
                     end_learning_rate=config.learning_rate * config.final_learning_rate_fraction)
             optimizer = keras.optimizers.Adam(learning_rate, global_clipnorm=config.max_grad_norm or None)
             self._loss_scaling = runtime_lib.loss_scaling_needed(runtime.options.mixed_precision)
-            if self._loss_scaling:
-                # float16 gradients underflow without it; apply() unscales, skips non-finite steps, adapts the scale.
-                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-            self.optimizer = optimizer
+            self.optimizer = runtime_lib.optimizer_for_policy(optimizer, runtime.options.mixed_precision)
             self.optimizer.build(self.online.trainable_variables)
             self.gradient_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
         self._obs_shape = tuple(env.obs_shape)
