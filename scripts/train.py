@@ -16,8 +16,9 @@ TF_CONFIG. Only the chief writes --run_dir (config, metrics, TensorBoard, checkp
 workers checkpoint into a temporary directory that is deleted at the end, and write nothing else. Each
 worker prints the SHA-256 of its final checkpoint's variables: equal digests = workers in sync.
 
-SIGTERM stops training gracefully: a checkpoint at the current env step, then
-exit code 0 without the final evaluation and export; the same command resumes.
+SIGTERM or Ctrl-C (SIGINT) stops training gracefully: a checkpoint at the current
+env step, then exit code 0 without the final evaluation and export; the same
+command resumes. A second Ctrl-C stops at once (KeyboardInterrupt).
 A NaN or Inf in training stops it with exit code 3 and writes nothing over the
 newest checkpoint (tfrl.numerics). See docs/reliability.md.
 """

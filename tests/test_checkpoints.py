@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import checkpoints, numerics as numerics_lib
+from tfrl import checkpoints, numerics as numerics_lib, shutdown
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner
 from tfrl.checkpoints import Checkpointer, CheckpointError
@@ -553,3 +553,47 @@ def test_a_stop_request_checkpoints_and_the_next_run_continues_from_it(tmp_path,
     records = read_metrics(tmp_path / "metrics.jsonl")
     assert [r["env_step"] for r in records if r["kind"] == "resume"] == [expected_step]
     assert [r["env_step"] for r in records if r["kind"] == "train"] == list(range(200, 1201, 200))
+
+
+# --- Ctrl-C -------------------------------------------------------------------------------------
+
+def test_a_second_ctrl_c_does_not_wait():
+    """The first SIGINT is a stop request the loop answers at its next consistent point; the second raises at once."""
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        stop = shutdown.StopRequest.on_signals()
+        assert not stop.requested()
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)  # the handler runs in the main thread at the next bytecode boundary
+        assert stop.requested() and stop.signal_name == "SIGINT"
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def test_ctrl_c_stops_an_a2c_run_with_a_checkpoint_and_the_same_command_finishes_it(tmp_path):
+    run_dir = tmp_path / "run"
+    total = 12_000
+    args = ["--agent=a2c", "--env=CartPole-v1", "--preset=none", "--seed=2", f"--run_dir={run_dir}",
+            f"--hp=total_env_steps={total}", "--hp=log_interval=400", "--hp=eval_interval=0",
+            "--hp=checkpoint_interval=0", "--hp=final_eval_episodes=2", "--export_base_path="]
+    run = _Run(args, tmp_path, "ctrl-c")
+    run.wait_for(lambda: (run_dir / "metrics.jsonl").exists()
+                 and any(r["kind"] == "train" for r in read_metrics(run_dir / "metrics.jsonl")), "a train record")
+    os.kill(run.process.pid, signal.SIGINT)
+    assert run.process.wait(timeout=120) == 0, _without_tf_noise(run.stderr())[-3000:]
+    stopped = re.search(r"^stopped by SIGINT at env step (\d+): checkpoint (\d+) saved",
+                        run.stdout_path.read_text(), re.M)
+    assert stopped, run.stdout_path.read_text() + _without_tf_noise(run.stderr())[-3000:]
+    stop_step, number = int(stopped.group(1)), int(stopped.group(2))
+    assert 400 <= stop_step < total
+    assert stop_step % 40 == 0  # after a whole update: 8 envs x 5 steps
+    assert json.loads((run_dir / "checkpoints" / f"ckpt-{number}.json").read_text())["env_step"] == stop_step
+
+    run = _Run(args, tmp_path, "finish")
+    assert run.process.wait(timeout=180) == 0, _without_tf_noise(run.stderr())[-3000:]
+    assert f"restored checkpoint {number} (env step {stop_step})" in run.stderr()
+    assert f"env_steps={total}" in run.stdout_path.read_text()
