@@ -191,6 +191,7 @@ def main(argv):
     keras.utils.set_random_seed(FLAGS.seed)
     if chief:
         run_dir = prepare_run_dir(FLAGS.agent, env_id)
+        run_dir_lock = runs.lock_for_training(run_dir)  # noqa: F841 (held until the process ends)
     else:
         # The loop checkpoints as on the chief (TF's pattern for non-chief workers: a temporary directory);
         # TemporaryDirectory deletes it when main returns or raises.

@@ -597,3 +597,24 @@ def test_ctrl_c_stops_an_a2c_run_with_a_checkpoint_and_the_same_command_finishes
     assert run.process.wait(timeout=180) == 0, _without_tf_noise(run.stderr())[-3000:]
     assert f"restored checkpoint {number} (env step {stop_step})" in run.stderr()
     assert f"env_steps={total}" in run.stdout_path.read_text()
+
+
+def test_a_second_process_cannot_train_into_a_run_dir_in_use(tmp_path):
+    """The second launch exits 2 naming the first one's pid and writes nothing; once the first is killed
+    (SIGKILL: no cleanup), the same command resumes at once."""
+    run_dir = tmp_path / "run"
+    args = ["--agent=dqn", "--env=CartPole-v1", "--preset=none", "--seed=4", f"--run_dir={run_dir}",
+            *[f"--hp={hp}" for hp in FAULT_HP]]
+    first = _paused_run(args, tmp_path, "first", "checkpoint.arrays_written:2")
+    before = {p.name: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+
+    second = _Run(args, tmp_path, "second")
+    assert second.process.wait(timeout=120) == 2
+    message = _without_tf_noise(second.stderr()).strip().splitlines()[-1]
+    assert f"is in use by another training process (pid {first.process.pid})" in message, message
+    assert {p.name: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+
+    first.kill()
+    third = _Run(args, tmp_path, "third")
+    assert third.process.wait(timeout=180) == 0, _without_tf_noise(third.stderr())[-3000:]
+    assert "restored checkpoint 1" in third.stderr()

@@ -5,6 +5,7 @@
     <run_dir>/tensorboard/      tfrl.metrics
     <run_dir>/checkpoints/      tfrl.checkpoints
     <run_dir>/saved_models/<model_name>/<version>/   tfrl.export (train.py exports there at the end)
+    <run_dir>/.lock             the pid of the process training into it, flock-ed while it runs
 
 An agent's exportable policy comes from the module `tfrl.agents.<agent>.policy`,
 function `serving_policy(config, env_info) -> tfrl.export.ServingPolicy`.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import os
 import pathlib
 from typing import Any
 
@@ -29,6 +31,7 @@ export = LazyModule("tfrl.export")
 tf = LazyModule("tensorflow")
 
 CONFIG_FILE = "config.json"
+LOCK_FILE = ".lock"  # held (flock) by the one process training into the run dir; the OS drops it when that process dies
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +54,38 @@ class RunConfig:
         mine, theirs = config_lib.to_dict(self.config), config_lib.to_dict(other.config)
         diffs += [f"hparams.{key}: {mine[key]!r} != {theirs[key]!r}" for key in mine if mine[key] != theirs[key]]
         return diffs
+
+
+def lock_for_training(run_dir: pathlib.Path):
+    """An open file holding an exclusive lock on run_dir for as long as it stays open (or the process lives).
+
+    Two processes training into one run dir would interleave metrics and overwrite each other's checkpoints;
+    the second one gets a UsageError naming the first one's pid instead. The lock is flock(2), so a process
+    killed with SIGKILL releases it and the same command can resume at once. Where there is no fcntl
+    (Windows), there is no lock: returns None.
+    """
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    path = run_dir / LOCK_FILE
+    try:
+        handle = open(path, "a+")
+    except OSError as e:
+        raise UsageError(f"--run_dir: cannot open {path}: {e.strerror}") from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise UsageError(f"--run_dir {run_dir} is in use by another training process (pid {holder}); wait for it "
+                         "to end, stop it (SIGTERM or Ctrl-C saves a checkpoint), or use another --run_dir") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
 
 
 def read_config(run_dir: pathlib.Path) -> tuple[RunConfig, dict]:
