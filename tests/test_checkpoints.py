@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import checkpoints, numerics as numerics_lib, shutdown
+from tfrl import checkpoints, numerics as numerics_lib, runs, shutdown
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner
 from tfrl.checkpoints import Checkpointer, CheckpointError
@@ -597,6 +597,23 @@ def test_ctrl_c_stops_an_a2c_run_with_a_checkpoint_and_the_same_command_finishes
     assert run.process.wait(timeout=180) == 0, _without_tf_noise(run.stderr())[-3000:]
     assert f"restored checkpoint {number} (env step {stop_step})" in run.stderr()
     assert f"env_steps={total}" in run.stdout_path.read_text()
+
+
+def test_a_filesystem_without_flock_trains_unlocked_with_a_warning(tmp_path, monkeypatch):
+    """ENOLCK (an NFS mount without lockd) is no reason to refuse to train: no lock, one warning naming why."""
+    import fcntl
+
+    from absl import logging as absl_logging
+
+    def no_locks(handle, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    warnings = []
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    monkeypatch.setattr(absl_logging, "warning", lambda message, *args: warnings.append(message % args))
+    assert runs.lock_for_training(tmp_path) is None
+    assert len(warnings) == 1 and os.strerror(errno.ENOLCK) in warnings[0], warnings
+    assert "training without the run-dir lock" in warnings[0]
 
 
 def test_a_second_process_cannot_train_into_a_run_dir_in_use(tmp_path):

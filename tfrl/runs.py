@@ -20,6 +20,8 @@ import os
 import pathlib
 from typing import Any
 
+from absl import logging
+
 import tfrl
 from tfrl import agents, config as config_lib, envs
 from tfrl.errors import UsageError
@@ -62,7 +64,8 @@ def lock_for_training(run_dir: pathlib.Path):
     Two processes training into one run dir would interleave metrics and overwrite each other's checkpoints;
     the second one gets a UsageError naming the first one's pid instead. The lock is flock(2), so a process
     killed with SIGKILL releases it and the same command can resume at once. Where there is no fcntl
-    (Windows), there is no lock: returns None.
+    (Windows), or the filesystem refuses flock (some NFS mounts: ENOLCK), there is no lock: returns None,
+    after a warning in the second case, rather than refusing to train on that filesystem.
     """
     try:
         import fcntl
@@ -81,6 +84,11 @@ def lock_for_training(run_dir: pathlib.Path):
         handle.close()
         raise UsageError(f"--run_dir {run_dir} is in use by another training process (pid {holder}); wait for it "
                          "to end, stop it (SIGTERM or Ctrl-C saves a checkpoint), or use another --run_dir") from None
+    except OSError as e:
+        handle.close()
+        logging.warning("cannot lock %s (%s): training without the run-dir lock, so nothing stops a second "
+                        "train.py from writing into %s at the same time", path, e.strerror or e, run_dir)
+        return None
     handle.seek(0)
     handle.truncate()
     handle.write(f"{os.getpid()}\n")
