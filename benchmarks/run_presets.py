@@ -5,6 +5,8 @@
 Each seed is a separate `scripts/train.py` process (never two at once: they would share the CPU).
 Per seed: the final greedy evaluation (mean return over the preset's final_eval_episodes), the
 process wall time, and env steps/s over the training part (from metrics.jsonl, evaluations excluded).
+With keep_best_policy (tfrl.best_policy) also the best policy's final evaluation, on the same episodes,
+and the env step it comes from: that is the policy train.py exports.
 Results are appended as JSON lines to --out, and the table goes to stdout for docs/benchmarks.md.
 """
 
@@ -41,6 +43,7 @@ def run_seed(seed: int, run_dir: pathlib.Path) -> dict:
         raise SystemExit(f"seed {seed} failed with exit code {proc.returncode}")
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     final = [r for r in records if r["kind"] == "final_eval"][-1]
+    best = [r for r in records if r["kind"] == "best_eval"]
     evals = [r for r in records if r["kind"] in ("eval", "final_eval")]
     train_records = [r for r in records if r["kind"] == "train"]
     return {
@@ -50,6 +53,8 @@ def run_seed(seed: int, run_dir: pathlib.Path) -> dict:
         "train_loop_s": final["wall_time_s"],
         "env_steps_per_s_mean": round(sum(r["env_steps_per_s"] for r in train_records) / max(len(train_records), 1)),
         "num_evals": len(evals), "command": " ".join(cmd[1:]).replace(str(REPO_ROOT) + "/", ""),
+        **({"best_return_mean": best[-1]["return_mean"], "best_return_std": best[-1]["return_std"],
+            "best_env_step": best[-1]["best_env_step"]} if best else {}),
     }
 
 
@@ -64,11 +69,15 @@ def main(argv):
             if FLAGS.out:
                 with open(FLAGS.out, "a") as f:
                     f.write(json.dumps(row) + "\n")
-    print("\n| seed | greedy return (episodes) | env steps | wall time (s) | env steps/s (training) |")
-    print("|---|---|---|---|---|")
+    with_best = any("best_return_mean" in r for r in rows)
+    best_header = " best policy's return (from env step) |" if with_best else ""
+    print(f"\n| seed | greedy return (episodes) |{best_header} env steps | wall time (s) | env steps/s (training) |")
+    print("|---|---|---|---|---|" + ("---|" if with_best else ""))
     for r in rows:
-        print(f"| {r['seed']} | {r['return_mean']:.1f} ± {r['return_std']:.1f} ({r['episodes']}) | {r['env_steps']} "
-              f"| {r['process_wall_s']} | {r['env_steps_per_s_mean']} |")
+        best_cell = (f" {r['best_return_mean']:.1f} ± {r['best_return_std']:.1f} ({r['best_env_step']}) |"
+                     if "best_return_mean" in r else " - |" if with_best else "")
+        print(f"| {r['seed']} | {r['return_mean']:.1f} ± {r['return_std']:.1f} ({r['episodes']}) |{best_cell} "
+              f"{r['env_steps']} | {r['process_wall_s']} | {r['env_steps_per_s_mean']} |")
 
 
 if __name__ == "__main__":

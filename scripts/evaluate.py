@@ -1,11 +1,12 @@
 """Run a trained greedy policy: N episodes, mean +/- std of return and length, optionally a video.
 
     python scripts/evaluate.py --saved_model=runs/.../saved_models/dqn-CartPole-v1/1 --episodes=20
-    python scripts/evaluate.py --run_dir=runs/dqn-CartPole-v1-s0-... [--checkpoint=N] --video=cartpole.gif
+    python scripts/evaluate.py --run_dir=runs/dqn-CartPole-v1-s0-... [--checkpoint=N | --best] --video=cartpole.gif
 
 --saved_model needs only TensorFlow and the SavedModel (tfrl.serving; the env id
 comes from assets.extra/tfrl_metadata.json, or --env); --run_dir rebuilds the
-agent's network and loads a training checkpoint. --video records one episode:
+agent's network and loads a training checkpoint (or, with --best, the run's best
+evaluated policy: tfrl.best_policy). --video records one episode:
 the env reset with --seed, i.e. the first episode of the evaluation's env 0. GIF
 or MP4, through imageio (pip install 'tfrl[video]'); GIFs get half the resolution
 and half the frame rate, to stay small.
@@ -24,6 +25,8 @@ from tfrl.errors import UsageError
 flags.DEFINE_string("saved_model", None, "An exported SavedModel version directory (.../<model_name>/<version>).")
 flags.DEFINE_string("run_dir", None, "A training run directory; one of its checkpoints is evaluated.")
 flags.DEFINE_integer("checkpoint", None, "With --run_dir: checkpoint number (ckpt-N); default the newest loadable one.")
+flags.DEFINE_boolean("best", False, "With --run_dir: the run's best evaluated policy (trained with "
+                     "--hp=keep_best_policy=true) instead of a checkpoint.")
 flags.DEFINE_string("env", None, "Environment id; default: the one the policy was trained on.")
 flags.DEFINE_integer("episodes", 10, "Number of greedy episodes.")
 flags.DEFINE_integer("seed", 0, "Seed of the evaluation envs (env i is reset with seed + i).")
@@ -40,6 +43,10 @@ def check_flags() -> pathlib.Path | None:
         raise UsageError("give exactly one of --saved_model=DIR and --run_dir=DIR")
     if FLAGS.checkpoint is not None and not FLAGS.run_dir:
         raise UsageError("--checkpoint needs --run_dir")
+    if FLAGS.best and not FLAGS.run_dir:
+        raise UsageError("--best needs --run_dir")
+    if FLAGS.best and FLAGS.checkpoint is not None:
+        raise UsageError("give --checkpoint=N or --best, not both")
     for flag in ("saved_model", "run_dir"):
         if FLAGS[flag].value and not pathlib.Path(FLAGS[flag].value).is_dir():
             raise UsageError(f"--{flag}: directory {FLAGS[flag].value} does not exist")
@@ -93,9 +100,10 @@ def main(argv):
         served = serving.load(pathlib.Path(FLAGS.saved_model))
         policy, env_id = served.policy, (served.metadata or {}).get("env_id")
     else:
-        loaded = runs.load_policy(pathlib.Path(FLAGS.run_dir), FLAGS.checkpoint)
+        loaded = runs.load_policy(pathlib.Path(FLAGS.run_dir), FLAGS.checkpoint, best=FLAGS.best)
         policy, env_id = serving.traced_policy(loaded.policy.outputs, loaded.env.obs_shape), loaded.run_config.env_id
-        print(f"checkpoint {loaded.checkpoint} of {FLAGS.run_dir} (trained {loaded.env_step} env steps)", flush=True)
+        which = "the best policy" if FLAGS.best else f"checkpoint {loaded.checkpoint}"
+        print(f"{which} of {FLAGS.run_dir} (trained {loaded.env_step} env steps)", flush=True)
     env_id = FLAGS.env or env_id
     if not env_id:
         raise UsageError(f"{FLAGS.saved_model} has no tfrl metadata naming its env; pass --env")

@@ -9,7 +9,8 @@ Crash recovery: the run checkpoints every `checkpoint_interval` env steps. Run t
 same command again with the same --run_dir (or `--resume --run_dir=DIR`, which
 takes everything from DIR/config.json) and it continues from the newest
 checkpoint; a --run_dir that holds a run with a different config is an error.
-At the end the greedy policy is exported as a SavedModel (tfrl.export).
+At the end the greedy policy is exported as a SavedModel (tfrl.export): the last one, or with
+--hp=keep_best_policy=true the one of the best periodic evaluation (tfrl.best_policy).
 
 --strategy=multi_worker (docs/distributed.md): run the same command on every worker, each with its own
 TF_CONFIG. Only the chief writes --run_dir (config, metrics, TensorBoard, checkpoints, export); the other
@@ -234,11 +235,16 @@ def main(argv):
         prefix = run_dir / checkpoints.CHECKPOINT_DIR / f"ckpt-{number}"
         print(f"final checkpoint: task={runtime.cluster.task} variables_sha256={distribute.checkpoint_digest(prefix)}",
               flush=True)
+    best = result.get("best")  # keep_best_policy runs (tfrl.best_policy)
+    if best is not None:
+        print(f"best policy: env step {best['best_env_step']} (periodic evaluation "
+              f"{best['best_eval_return_mean']:.2f}): return={best['return_mean']:.2f} +/- {best['return_std']:.2f} "
+              f"over the final evaluation's {best['episodes']} episodes; it is the policy exported", flush=True)
     if chief:
-        export_final_policy(run_dir, FLAGS.agent, env_id)
+        export_final_policy(run_dir, FLAGS.agent, env_id, best=best is not None)
 
 
-def export_final_policy(run_dir: pathlib.Path, agent_name: str, env_id: str) -> None:
+def export_final_policy(run_dir: pathlib.Path, agent_name: str, env_id: str, best: bool) -> None:
     if FLAGS.export_base_path == "":
         return
     try:
@@ -247,7 +253,7 @@ def export_final_policy(run_dir: pathlib.Path, agent_name: str, env_id: str) -> 
         logging.warning("not exporting: %s", e)
         return
     base_path = pathlib.Path(FLAGS.export_base_path) if FLAGS.export_base_path else run_dir / "saved_models"
-    version_dir = runs.export_run(run_dir, base_path, FLAGS.model_name or f"{agent_name}-{env_id}")
+    version_dir = runs.export_run(run_dir, base_path, FLAGS.model_name or f"{agent_name}-{env_id}", best=best)
     print(f"exported: {version_dir}", flush=True)
 
 

@@ -56,6 +56,11 @@ def _make_files(base: pathlib.Path) -> None:
     _truncate(base / "truncated_pb" / "saved_model.pb")
     shutil.copytree(saved_model, base / "truncated_variables")
     _truncate(base / "truncated_variables" / "variables" / "variables.data-00000-of-00001")
+    # A run whose best policy (tfrl.best_policy) is truncated.
+    shutil.copytree(run, base / "run_with_truncated_best")
+    checkpoints.Checkpointer(base / "run_with_truncated_best", policy.checkpoint_items, keep=1,
+                             subdir="best_policy").save(150, {"eval_return_mean": 9.5})
+    _truncate(base / "run_with_truncated_best" / "best_policy" / "ckpt-1.data-00000-of-00001")
     (base / "no_run").mkdir()
     (base / "a_file").write_text("not a directory\n")
 
@@ -78,6 +83,14 @@ CASES = [
      "unexpected arguments: stray"),
     ("export-unknown-checkpoint", "export.py", ["--run_dir={base}/run", "--model_name=m", "--checkpoint=7"],
      "checkpoint 7 does not exist in {base}/run/checkpoints (available: 1, 2)"),
+    ("export-best-and-checkpoint", "export.py", ["--run_dir={base}/run", "--model_name=m", "--best", "--checkpoint=1"],
+     "give --checkpoint=N or --best, not both"),
+    ("export-no-best-policy", "export.py", ["--run_dir={base}/run", "--model_name=m", "--best"],
+     "{base}/run has no best policy (it is kept by runs trained with --hp=keep_best_policy=true)"),
+    ("evaluate-best-without-run", "evaluate.py", ["--saved_model={base}/models/cartpole/1", "--best"],
+     "--best needs --run_dir"),
+    ("evaluate-truncated-best-policy", "evaluate.py", ["--run_dir={base}/run_with_truncated_best", "--best"],
+     "none of the checkpoints [1] in {base}/run_with_truncated_best/best_policy can be loaded"),
     ("evaluate-zero-episodes", "evaluate.py", ["--run_dir={base}/run", "--episodes=0"],
      "--episodes must be >= 1, got 0"),
     ("evaluate-negative-envs", "evaluate.py", ["--run_dir={base}/run", "--num_envs=-2"],
@@ -122,7 +135,7 @@ def launches(tmp_path_factory):
 
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
     # The slow cases (they import TensorFlow) first, so that the fast ones fill the gaps.
-    order = sorted(CASES, key=lambda case: not any(word in case[0] for word in ("truncated", "unknown-checkpoint")))
+    order = sorted(CASES, key=lambda case: not any(word in case[0] for word in ("truncated", "unknown-checkpoint", "no-best")))
     futures = {case_id: pool.submit(launch, script, args) for case_id, script, args, _ in order}
     yield base, tree, futures
     pool.shutdown(wait=True, cancel_futures=True)

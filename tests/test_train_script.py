@@ -77,6 +77,15 @@ REPRODUCIBLE_ARGS = {
             "--hp=checkpoint_interval=2000"],
 }
 
+# keep_best_policy on a short DQN CartPole run: 6 periodic evaluations of 5 episodes (their returns differ while
+# it learns), then the final 10 episodes of the last and of the best policy, and the export of the best.
+BEST_POLICY_ARGS = [
+    "--agent=dqn", "--env=CartPole-v1", "--preset=none", "--seed=4", "--hp=keep_best_policy=true",
+    "--hp=total_env_steps=3000", "--hp=hidden_sizes=32,32", "--hp=learning_starts=200", "--hp=gradient_steps=1",
+    "--hp=batch_size=32", "--hp=target_update_period=100", "--hp=log_interval=1000", "--hp=eval_interval=500",
+    "--hp=eval_episodes=5", "--hp=final_eval_episodes=10", "--hp=checkpoint_interval=0",
+]
+
 # A step size of 1e30: the first update (env step 600, after checkpoint 1 at 500) makes the weights ~1e30,
 # and the next forward pass overflows float32.
 DIVERGING_ARGS = [
@@ -119,6 +128,9 @@ BAD_INPUTS = [
      "--run_dir: cannot create {tmp}/a_file/run: {tmp}/a_file is not a directory"),
     ("export_dir_not_creatable", ["--agent=dqn", "--env=CartPole-v1", "--export_base_path={tmp}/a_file/models"],
      "--export_base_path: cannot create {tmp}/a_file/models: {tmp}/a_file is not a directory"),
+    ("keep_best_without_evaluations", ["--agent=a2c", "--env=CartPole-v1", "--hp=keep_best_policy=true",
+                                       "--hp=eval_interval=0"],
+     "keep_best_policy needs periodic evaluations: eval_interval > 0 and eval_episodes > 0"),
     ("run_dir_of_no_run", ["--agent=dqn", "--env=CartPole-v1", "--run_dir={tmp}"],
      "--run_dir {tmp} is not empty and holds no tfrl run (no config.json); pick a new one"),
 ]
@@ -128,7 +140,7 @@ BAD_INPUTS = [
 def launches(tmp_path_factory):
     """Starts every launch of this module, two at a time; returns {name: Future[Launch]}."""
     base = tmp_path_factory.mktemp("train_script")
-    jobs = [("learning", LEARNING_ARGS), ("diverging", DIVERGING_ARGS)]
+    jobs = [("learning", LEARNING_ARGS), ("diverging", DIVERGING_ARGS), ("best_policy", BEST_POLICY_ARGS)]
     jobs += [(f"{agent}_{copy}", args) for agent, args in REPRODUCIBLE_ARGS.items() for copy in ("a", "b")]
     jobs += [(name, args) for name, args, _ in BAD_INPUTS]
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
@@ -218,6 +230,41 @@ def test_learning_run_writes_tensorboard_events(learning_run):
     tags = {value.tag for path in event_files for event in EventFileLoader(path).Load()
             for value in event.summary.value}
     assert {"episode/return", "train/loss", "eval/return_mean", "final_eval/return_mean"} <= tags
+
+
+# --- keep_best_policy: the best periodic evaluation's policy is evaluated and exported ------------
+
+def test_keep_best_policy_evaluates_and_exports_the_best_evaluated_policy(launches):
+    from tfrl import evaluation, export, serving
+
+    launch = launches["best_policy"].result()
+    assert launch.returncode == 0, launch.stderr[-3000:]
+    records = [json.loads(line) for line in (launch.run_dir / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in records if r["kind"] == "eval"]
+    assert [r["env_step"] for r in evals] == [500, 1000, 1500, 2000, 2500, 3000]
+    returns = [r["return_mean"] for r in evals]
+    assert len(set(returns)) > 1, returns  # a selection to make, or this test shows nothing
+    best_step = evals[returns.index(max(returns))]["env_step"]  # the first of equal maxima: ties keep the earlier
+    (best,) = [r for r in records if r["kind"] == "best_eval"]
+    assert (best["best_env_step"], best["best_eval_return_mean"], best["episodes"]) == (best_step, max(returns), 10)
+    match = re.search(r"^best policy: env step (\d+) \(periodic evaluation (-?[\d.]+)\): return=(-?[\d.]+) ", launch.stdout,
+                      re.M)
+    assert match, launch.stdout
+    assert (int(match[1]), float(match[2]), float(match[3])) == (
+        best_step, round(max(returns), 2), round(best["return_mean"], 2))
+    # The best policy was saved once per improvement, and one is kept.
+    assert len(list((launch.run_dir / "best_policy").glob("ckpt-*.index"))) == 1
+
+    # The export is the best policy: its metadata says so, and it plays the final evaluation's 10 episodes
+    # (seed 4 + 20000) exactly as the best_eval record says.
+    (version_dir,) = (launch.run_dir / "saved_models" / "dqn-CartPole-v1").iterdir()
+    metadata = export.read_metadata(version_dir)
+    assert metadata["train_env_steps"] == best_step and metadata["checkpoint"] is None
+    assert metadata["best_policy"] == {"eval_return_mean": max(returns)}
+    served = serving.load(version_dir)
+    replayed = evaluation.evaluate(served.policy, "CartPole-v1", 10, seed=4 + evaluation.FINAL_SEED_OFFSET)
+    assert float(replayed.mean()) == pytest.approx(best["return_mean"])
+    assert f"exported: {version_dir}" in launch.stdout
 
 
 # --- reproducibility: --seed and --deterministic ------------------------------------------------

@@ -93,8 +93,9 @@ class Checkpointer:
       allowed (e.g. only the online network, for export).
     """
 
-    def __init__(self, run_dir: pathlib.Path, trackables: Mapping[str, Any], keep: int = KEEP_CHECKPOINTS):
-        self.directory = pathlib.Path(run_dir) / CHECKPOINT_DIR
+    def __init__(self, run_dir: pathlib.Path, trackables: Mapping[str, Any], keep: int = KEEP_CHECKPOINTS,
+                 subdir: str = CHECKPOINT_DIR):
+        self.directory = pathlib.Path(run_dir) / subdir
         self._checkpoint = tf.train.Checkpoint(**trackables)
         self._keep = keep
         self._manager = None  # created at the first save: reading needs none, and it creates the directory
@@ -175,6 +176,16 @@ class Checkpointer:
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
 
     # ---- restoring -----------------------------------------------------------
+
+    def newest_loop_state(self) -> tuple[int, dict] | None:
+        """(env step, loop state) of the newest listed checkpoint whose JSON reads, without restoring anything."""
+        for number in self.numbers():
+            try:
+                record = json.loads(self._paths(number)[1].read_text())
+                return int(record["env_step"]), dict(record["loop_state"])
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                logging.warning("checkpoint %d in %s: cannot read its loop state (%s)", number, self.directory, e)
+        return None
 
     def restore_latest(self, load_arrays: bool = True) -> Restored | None:
         """Restores the newest loadable checkpoint; None if there is none at all.

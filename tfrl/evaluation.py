@@ -11,6 +11,11 @@ from tfrl import envs
 
 Policy = Callable[[np.ndarray], np.ndarray]  # obs [N, *obs_shape] -> actions [N]
 
+# Evaluation envs are seeded run seed + offset: the periodic evaluations (which keep_best_policy selects on)
+# and the final one play disjoint sets of episodes, and neither shares a seed with the training envs.
+PERIODIC_SEED_OFFSET = 10_000
+FINAL_SEED_OFFSET = 20_000
+
 
 def evaluate(policy: Policy, env_id: str, num_episodes: int, seed: int, num_envs: int = 8) -> np.ndarray:
     """Returns of `num_episodes` episodes of `policy`, run on up to `num_envs` envs in parallel."""

@@ -4,6 +4,7 @@
     <run_dir>/metrics.jsonl     tfrl.metrics
     <run_dir>/tensorboard/      tfrl.metrics
     <run_dir>/checkpoints/      tfrl.checkpoints
+    <run_dir>/best_policy/      tfrl.best_policy (keep_best_policy runs): the best evaluated policy
     <run_dir>/saved_models/<model_name>/<version>/   tfrl.export (train.py exports there at the end)
     <run_dir>/.lock             the pid of the process training into it, flock-ed while it runs
 
@@ -28,6 +29,7 @@ from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
 
 # TensorFlow loads at the first policy load or export: a launcher checks a run's config.json without it.
+best_policy = LazyModule("tfrl.best_policy")
 checkpoints = LazyModule("tfrl.checkpoints")
 export = LazyModule("tfrl.export")
 tf = LazyModule("tensorflow")
@@ -140,17 +142,27 @@ class LoadedPolicy:
     env: envs.EnvInfo
     run_config: RunConfig
     env_step: int  # training env steps at the checkpoint
-    checkpoint: int  # checkpoint number
+    checkpoint: int  # checkpoint number (in best_policy/ for the best policy)
+    best_eval_return_mean: float | None = None  # the periodic evaluation that made it the best policy, if it is
 
 
-def load_policy(run_dir: pathlib.Path, checkpoint: int | None = None) -> LoadedPolicy:
-    """The greedy policy of checkpoint `checkpoint` (None: the newest loadable one) of a run."""
+def load_policy(run_dir: pathlib.Path, checkpoint: int | None = None, best: bool = False) -> LoadedPolicy:
+    """The greedy policy of checkpoint `checkpoint` (None: the newest loadable one) of a run, or its best policy."""
     run_dir = pathlib.Path(run_dir)
     if not run_dir.is_dir():
         raise UsageError(f"run directory {run_dir} does not exist")
     run_config, _ = read_config(run_dir)
     info = env_info(run_config.env_id)
     policy = policy_module(run_config.agent).serving_policy(run_config.config, info)
+    if best:
+        if checkpoint is not None:
+            raise UsageError("choose a checkpoint number or the best policy, not both")
+        restored = best_policy.restore(run_dir, policy.checkpoint_items)
+        if restored is None:
+            raise checkpoints.CheckpointError(f"{run_dir} has no best policy (it is kept by runs trained with "
+                                              "--hp=keep_best_policy=true)")
+        return LoadedPolicy(policy=policy, env=info, run_config=run_config, env_step=restored.env_step,
+                            checkpoint=restored.number, best_eval_return_mean=restored.loop_state["eval_return_mean"])
     checkpointer = checkpoints.Checkpointer(run_dir, policy.checkpoint_items)
     if checkpoint is None:
         restored = checkpointer.restore_latest(load_arrays=False)
@@ -163,9 +175,9 @@ def load_policy(run_dir: pathlib.Path, checkpoint: int | None = None) -> LoadedP
 
 
 def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
-               checkpoint: int | None = None) -> pathlib.Path:
-    """Exports a checkpoint's greedy policy as the next version of <base_path>/<model_name>; returns its dir."""
-    loaded = load_policy(run_dir, checkpoint)
+               checkpoint: int | None = None, best: bool = False) -> pathlib.Path:
+    """Exports a checkpoint's (or the best) greedy policy as the next version of <base_path>/<model_name>; returns its dir."""
+    loaded = load_policy(run_dir, checkpoint, best)
     obs_shape = list(loaded.env.obs_shape)
     example = loaded.policy.outputs(tf.zeros([1, *obs_shape], tf.float32))
     metadata = {
@@ -178,7 +190,8 @@ def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
         "config": config_lib.to_dict(loaded.run_config.config),
         "seed": loaded.run_config.seed,
         "train_env_steps": loaded.env_step,
-        "checkpoint": loaded.checkpoint,
+        "checkpoint": None if best else loaded.checkpoint,
+        "best_policy": {"eval_return_mean": loaded.best_eval_return_mean} if best else None,
         "run_dir": str(pathlib.Path(run_dir).resolve()),
         "tfrl_version": tfrl.__version__,
     }

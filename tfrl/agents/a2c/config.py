@@ -60,6 +60,9 @@ class A2CConfig:
     """Episodes per periodic greedy evaluation."""
     final_eval_episodes: int = 100
     """Episodes of the greedy evaluation that ends the run."""
+    keep_best_policy: bool = False
+    """Keep the policy of the best periodic evaluation (tfrl.best_policy): the run then also evaluates it at the
+    end ("best_eval", on the final evaluation's episodes) and exports it instead of the last policy."""
     log_interval: int = 10_000
     """Env steps between log lines and TensorBoard scalars."""
     checkpoint_interval: int = 25_000
@@ -85,3 +88,5 @@ class A2CConfig:
                 f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
         require(self.optimizer in OPTIMIZERS,
                 f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        require(not self.keep_best_policy or (self.eval_interval > 0 and self.eval_episodes > 0),
+                "keep_best_policy needs periodic evaluations: eval_interval > 0 and eval_episodes > 0")

@@ -26,7 +26,8 @@ from typing import Callable
 
 import numpy as np
 
-from tfrl import checkpoints, envs, evaluation, networks, numerics, shutdown
+from tfrl import best_policy, checkpoints, envs, evaluation, networks, numerics, shutdown
+from tfrl.agents.a2c import policy as a2c_policy
 from tfrl.agents.a2c.actor import A2CActor
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import (A2CLearner, bootstrap_truncated, check_distribution, explained_variance,
@@ -54,6 +55,7 @@ def check_runtime(config: A2CConfig, runtime: Runtime) -> None:
     Workers stay in step without more checks: each update follows a fixed n_steps rollout on every worker.
     """
     check_distribution(config, runtime)
+    best_policy.check_runtime(config.keep_best_policy, runtime)
 
 
 def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: pathlib.Path,
@@ -70,6 +72,8 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
     mirror = networks.NumpyActorCritic(learner.network, config.activation)
     actor = A2CActor(mirror, learner.head, seed=seed)
     checkpointer = checkpoints.Checkpointer(run_dir, learner.checkpoint_items())
+    best = (best_policy.BestPolicy(run_dir, a2c_policy.serving_policy(config, info, learner.network).checkpoint_items)
+            if config.keep_best_policy else None)
 
     num_steps, num_envs = config.n_steps, config.num_envs  # T, N
     rollout_obs = np.zeros((num_steps, num_envs, *info.obs_shape), np.float32)  # s_t [T, N, ...]
@@ -144,9 +148,11 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
                 next_log_at = next_deadline(next_log_at, env_step, config.log_interval)
             if next_eval_at is not None and env_step >= next_eval_at:
                 eval_start = time.perf_counter()
-                eval_returns = evaluation.evaluate(actor.greedy, env_id, config.eval_episodes, seed=seed + 10_000)
+                eval_returns = evaluation.evaluate(actor.greedy, env_id, config.eval_episodes, seed=seed + evaluation.PERIODIC_SEED_OFFSET)
                 logger.log("eval", env_step, {"return_mean": float(eval_returns.mean()),
                                               "return_std": float(eval_returns.std())})
+                if best is not None:
+                    best.offer(env_step, float(eval_returns.mean()))
                 next_eval_at = next_deadline(next_eval_at, env_step, config.eval_interval)
                 last_log_time += time.perf_counter() - eval_start  # env_steps_per_s measures training only
             if next_checkpoint_at is not None and env_step >= next_checkpoint_at:
@@ -156,10 +162,15 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
                                  actor)
                 last_log_time += time.perf_counter() - checkpoint_start
         _save_checkpoint(checkpointer, env_step, updates, (next_log_at, next_eval_at, next_checkpoint_at), actor)
-        eval_returns = evaluation.evaluate(actor.greedy, env_id, config.final_eval_episodes, seed=seed + 20_000)
-        return logger.log("final_eval", env_step, {
+        eval_returns = evaluation.evaluate(actor.greedy, env_id, config.final_eval_episodes, seed=seed + evaluation.FINAL_SEED_OFFSET)
+        final = logger.log("final_eval", env_step, {
             "return_mean": float(eval_returns.mean()), "return_std": float(eval_returns.std()),
             "episodes": len(eval_returns), "updates": updates})
+        if best is not None:
+            final["best"] = best_policy.log_final_evaluation(
+                run_dir, a2c_policy.serving_policy(config, info), info.obs_shape, env_id, config.final_eval_episodes,
+                seed + evaluation.FINAL_SEED_OFFSET, logger, env_step)
+        return final
     except numerics.NonFiniteError as error:
         raise error.at(env_step, checkpointer.last) from None  # nothing saved: the newest checkpoint stays good
     finally:

@@ -61,6 +61,9 @@ class DQNConfig:
     """Episodes per periodic greedy evaluation."""
     final_eval_episodes: int = 100
     """Episodes of the greedy evaluation that ends the run."""
+    keep_best_policy: bool = False
+    """Keep the policy of the best periodic evaluation (tfrl.best_policy): the run then also evaluates it at the
+    end ("best_eval", on the final evaluation's episodes) and exports it instead of the last policy."""
     log_interval: int = 2_000
     """Env steps between log lines and TensorBoard scalars."""
     checkpoint_interval: int = 25_000
@@ -91,3 +94,5 @@ class DQNConfig:
         for name in ("epsilon_start", "epsilon_end", "epsilon_decay_fraction"):
             require(0 <= getattr(self, name) <= 1, f"{name} must be in [0, 1], got {getattr(self, name)}")
         require(self.batch_size <= self.replay_capacity, "batch_size must not exceed replay_capacity")
+        require(not self.keep_best_policy or (self.eval_interval > 0 and self.eval_episodes > 0),
+                "keep_best_policy needs periodic evaluations: eval_interval > 0 and eval_episodes > 0")

@@ -20,7 +20,8 @@ from typing import Callable
 
 import numpy as np
 
-from tfrl import checkpoints, distribute, envs, evaluation, networks, numerics, shutdown
+from tfrl import best_policy, checkpoints, distribute, envs, evaluation, networks, numerics, shutdown
+from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.actor import EpsilonGreedyActor, linear_epsilon
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, check_distribution
@@ -39,6 +40,7 @@ def check_runtime(config: DQNConfig, runtime: Runtime) -> None:
     everywhere. After v vector steps each of the num_envs envs has emitted at least v - n_step + 1 transitions.
     """
     check_distribution(config, runtime)
+    best_policy.check_runtime(config.keep_best_policy, runtime)
     if runtime.cluster.num_workers == 1:
         return
     first_train_at = max(config.learning_starts, config.train_freq)
@@ -68,6 +70,8 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
     replay = UniformReplay(config.replay_capacity, info.obs_shape, seed=seed)
     nstep = NStepBuilder(config.n_step, config.gamma, config.num_envs)
     checkpointer = checkpoints.Checkpointer(run_dir, learner.checkpoint_items())
+    best = (best_policy.BestPolicy(run_dir, dqn_policy.serving_policy(config, info, learner.online).checkpoint_items)
+            if config.keep_best_policy else None)
 
     obs = env.first_obs
     env_step = 0
@@ -132,9 +136,11 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
                 last_log_time, last_log_step = now, env_step
                 next_log_at = next_deadline(next_log_at, env_step, config.log_interval)
             if next_eval_at is not None and env_step >= next_eval_at:
-                returns = evaluation.evaluate(actor.greedy, env_id, config.eval_episodes, seed=seed + 10_000)
+                returns = evaluation.evaluate(actor.greedy, env_id, config.eval_episodes, seed=seed + evaluation.PERIODIC_SEED_OFFSET)
                 logger.log("eval", env_step, {"return_mean": float(returns.mean()),
                                               "return_std": float(returns.std())})
+                if best is not None:
+                    best.offer(env_step, float(returns.mean()))
                 next_eval_at = next_deadline(next_eval_at, env_step, config.eval_interval)
             if next_checkpoint_at is not None and env_step >= next_checkpoint_at:
                 next_checkpoint_at = next_deadline(next_checkpoint_at, env_step, config.checkpoint_interval)
@@ -142,10 +148,15 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
                                                           next_eval_at, next_checkpoint_at), train_metrics, actor, replay)
         _save_checkpoint(checkpointer, env_step, (next_train_at, next_target_update_at, next_log_at, next_eval_at,
                                                   next_checkpoint_at), train_metrics, actor, replay)
-        returns = evaluation.evaluate(actor.greedy, env_id, config.final_eval_episodes, seed=seed + 20_000)
-        return logger.log("final_eval", env_step, {
+        returns = evaluation.evaluate(actor.greedy, env_id, config.final_eval_episodes, seed=seed + evaluation.FINAL_SEED_OFFSET)
+        final = logger.log("final_eval", env_step, {
             "return_mean": float(returns.mean()), "return_std": float(returns.std()),
             "episodes": len(returns), "gradient_steps": int(learner.gradient_steps.numpy())})
+        if best is not None:
+            final["best"] = best_policy.log_final_evaluation(
+                run_dir, dqn_policy.serving_policy(config, info), info.obs_shape, env_id, config.final_eval_episodes,
+                seed + evaluation.FINAL_SEED_OFFSET, logger, env_step)
+        return final
     except numerics.NonFiniteError as error:
         raise error.at(env_step, checkpointer.last) from None  # nothing saved: the newest checkpoint stays good
     finally:

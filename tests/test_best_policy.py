@@ -1,0 +1,98 @@
+"""tfrl.best_policy: which evaluations save the policy, what a resumed run keeps, and the A2C loop with it on.
+
+The DQN side runs end to end through scripts/train.py (test_train_script.py), with the export checked there.
+"""
+
+import json
+import math
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfrl import best_policy, checkpoints, distribute, evaluation, runs, runtime as runtime_lib, serving
+
+
+def _weights(value):
+    return {"network": tf.Variable([value, value], dtype=tf.float32)}
+
+
+def test_only_an_evaluation_above_every_earlier_one_saves_the_policy(tmp_path):
+    items = _weights(0.0)
+    best = best_policy.BestPolicy(tmp_path, items)
+    assert (best.env_step, best.return_mean) == (None, -math.inf)
+    saved = []
+    for env_step, return_mean, weight in [(100, 5.0, 1.0), (200, 3.0, 2.0), (300, 5.0, 3.0), (400, math.nan, 4.0),
+                                          (500, 7.5, 5.0), (600, -1.0, 6.0)]:
+        items["network"].assign([weight, weight])
+        saved.append(best.offer(env_step, return_mean))
+    # 5.0 is the first best; 3.0 is lower, an equal 5.0 keeps the earlier policy, NaN never wins, 7.5 beats 5.0.
+    assert saved == [True, False, False, False, True, False]
+    assert (best.env_step, best.return_mean) == (500, 7.5)
+    assert len(list((tmp_path / best_policy.BEST_POLICY_DIR).glob("ckpt-*.index"))) == 1  # one kept
+
+    # A resumed run reads the best back from disk, and restoring it gives the weights saved at env step 500.
+    fresh = _weights(-1.0)
+    resumed = best_policy.BestPolicy(tmp_path, fresh)
+    assert (resumed.env_step, resumed.return_mean) == (500, 7.5)
+    assert not resumed.offer(700, 7.0)
+    restored = best_policy.restore(tmp_path, fresh)
+    assert (restored.env_step, restored.loop_state) == (500, {"eval_return_mean": 7.5})
+    assert fresh["network"].numpy().tolist() == [5.0, 5.0]
+
+
+def test_a_run_without_a_best_policy_restores_none(tmp_path):
+    assert best_policy.restore(tmp_path, _weights(0.0)) is None
+
+
+def test_keep_best_policy_is_refused_with_several_workers():
+    one, two = (types.SimpleNamespace(cluster=types.SimpleNamespace(num_workers=n)) for n in (1, 2))
+    best_policy.check_runtime(True, one)
+    best_policy.check_runtime(False, two)
+    with pytest.raises(distribute.DistributeConfigError, match="keep_best_policy is not supported with several"):
+        best_policy.check_runtime(True, two)
+
+
+def test_a2c_loop_keeps_evaluates_and_loads_the_best_policy(tmp_path):
+    from tfrl.agents.a2c import loop
+    from tfrl.agents.a2c.config import A2CConfig
+
+    config = A2CConfig(total_env_steps=6000, num_envs=4, n_steps=5, hidden_sizes=(16,), learning_rate=3e-3,
+                       eval_interval=1000, eval_episodes=4, final_eval_episodes=6, log_interval=10**9,
+                       checkpoint_interval=0, keep_best_policy=True)
+    runtime = runtime_lib.apply(runtime_lib.RuntimeOptions())
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / runs.CONFIG_FILE).write_text(json.dumps({"agent": "a2c", "env_id": "CartPole-v1", "seed": 2,
+                                                         "hparams": {"hidden_sizes": [16]}}))
+    final = loop.train(config, "CartPole-v1", 2, runtime, run_dir, progress_bar=False)
+
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in records if r["kind"] == "eval"]
+    assert [r["env_step"] for r in evals] == [1000, 2000, 3000, 4000, 5000, 6000]
+    returns = [r["return_mean"] for r in evals]
+    assert len(set(returns)) > 1, returns
+    best_step = evals[returns.index(max(returns))]["env_step"]
+    assert final["best"]["best_env_step"] == best_step
+    assert final["best"]["best_eval_return_mean"] == max(returns)
+    assert [r["kind"] for r in records[-2:]] == ["final_eval", "best_eval"]
+
+    # What the run saved is what runs.load_policy (export, evaluate.py --best) loads, and it replays the
+    # best_eval record's episodes (seed 2 + 20000); the periodic evaluations used other ones (seed 2 + 10000).
+    loaded = runs.load_policy(run_dir, best=True)
+    assert (loaded.env_step, loaded.best_eval_return_mean) == (best_step, max(returns))
+    policy = serving.traced_policy(loaded.policy.outputs, loaded.env.obs_shape)
+    replayed = evaluation.evaluate(policy, "CartPole-v1", 6, seed=2 + evaluation.FINAL_SEED_OFFSET)
+    assert float(replayed.mean()) == pytest.approx(final["best"]["return_mean"])
+    assert evaluation.PERIODIC_SEED_OFFSET != evaluation.FINAL_SEED_OFFSET
+    last = runs.load_policy(run_dir)
+    assert last.env_step == 6000
+    if best_step != 6000:  # the best is not the last policy: their weights differ
+        assert not all(np.array_equal(a, b) for a, b in zip(loaded.policy.model.get_weights(),
+                                                             last.policy.model.get_weights()))
+    other = tmp_path / "other"  # the same run config, trained without keep_best_policy
+    other.mkdir()
+    (other / runs.CONFIG_FILE).write_text((run_dir / runs.CONFIG_FILE).read_text())
+    with pytest.raises(checkpoints.CheckpointError, match="has no best policy"):
+        runs.load_policy(other, best=True)
