@@ -237,8 +237,10 @@ def main(argv):
               flush=True)
     best = result.get("best")  # keep_best_policy runs (tfrl.best_policy)
     if best is not None:
+        selected = best["best_eval_return_mean"]  # None only if someone edited the best policy's JSON
         print(f"best policy: env step {best['best_env_step']} (periodic evaluation "
-              f"{best['best_eval_return_mean']:.2f}): return={best['return_mean']:.2f} +/- {best['return_std']:.2f} "
+              f"{'unknown' if selected is None else f'{selected:.2f}'}): "
+              f"return={best['return_mean']:.2f} +/- {best['return_std']:.2f} "
               f"over the final evaluation's {best['episodes']} episodes; it is the policy exported", flush=True)
     if chief:
         export_final_policy(run_dir, FLAGS.agent, env_id, best=best is not None)

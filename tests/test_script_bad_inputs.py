@@ -135,7 +135,8 @@ def launches(tmp_path_factory):
 
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
     # The slow cases (they import TensorFlow) first, so that the fast ones fill the gaps.
-    order = sorted(CASES, key=lambda case: not any(word in case[0] for word in ("truncated", "unknown-checkpoint", "no-best")))
+    slow_words = ("truncated", "unknown-checkpoint", "no-best")
+    order = sorted(CASES, key=lambda case: not any(word in case[0] for word in slow_words))
     futures = {case_id: pool.submit(launch, script, args) for case_id, script, args, _ in order}
     yield base, tree, futures
     pool.shutdown(wait=True, cancel_futures=True)

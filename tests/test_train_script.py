@@ -247,8 +247,8 @@ def test_keep_best_policy_evaluates_and_exports_the_best_evaluated_policy(launch
     best_step = evals[returns.index(max(returns))]["env_step"]  # the first of equal maxima: ties keep the earlier
     (best,) = [r for r in records if r["kind"] == "best_eval"]
     assert (best["best_env_step"], best["best_eval_return_mean"], best["episodes"]) == (best_step, max(returns), 10)
-    match = re.search(r"^best policy: env step (\d+) \(periodic evaluation (-?[\d.]+)\): return=(-?[\d.]+) ", launch.stdout,
-                      re.M)
+    match = re.search(r"^best policy: env step (\d+) \(periodic evaluation (-?[\d.]+)\): return=(-?[\d.]+) ",
+                      launch.stdout, re.M)
     assert match, launch.stdout
     assert (int(match[1]), float(match[2]), float(match[3])) == (
         best_step, round(max(returns), 2), round(best["return_mean"], 2))

@@ -38,13 +38,15 @@ def check_runtime(keep_best_policy: bool, runtime) -> None:
 
 
 class BestPolicy:
-    """Saves `policy_items` (the serving policy's checkpoint items, e.g. {"network": model}) when an evaluation beats the best."""
+    """Saves `policy_items` (the serving policy's checkpoint items, e.g. {"network": model}) when an evaluation
+    beats the best so far."""
 
     def __init__(self, run_dir: pathlib.Path, policy_items: Mapping[str, Any]):
         self._checkpointer = checkpoints.Checkpointer(run_dir, policy_items, keep=1, subdir=BEST_POLICY_DIR)
         saved = self._checkpointer.newest_loop_state()
         self.env_step: int | None = saved[0] if saved else None  # env step of the best policy so far
-        self.return_mean: float = saved[1]["eval_return_mean"] if saved else -math.inf  # its periodic evaluation
+        # Its periodic evaluation; a loop state without one (edited by hand) loses to any evaluation.
+        self.return_mean: float = float(saved[1].get("eval_return_mean", -math.inf)) if saved else -math.inf
 
     def offer(self, env_step: int, return_mean: float) -> bool:
         """Saves the current policy if `return_mean` (its periodic evaluation) beats the best so far; True if saved.
@@ -85,4 +87,4 @@ def log_final_evaluation(run_dir: pathlib.Path, policy: ServingPolicy, obs_shape
     returns = evaluation.evaluate(serving.traced_policy(policy.outputs, obs_shape), env_id, episodes, seed=seed)
     return logger.log("best_eval", env_step, {
         "return_mean": float(returns.mean()), "return_std": float(returns.std()), "episodes": len(returns),
-        "best_env_step": restored.env_step, "best_eval_return_mean": restored.loop_state["eval_return_mean"]})
+        "best_env_step": restored.env_step, "best_eval_return_mean": restored.loop_state.get("eval_return_mean")})

@@ -162,7 +162,8 @@ def load_policy(run_dir: pathlib.Path, checkpoint: int | None = None, best: bool
             raise checkpoints.CheckpointError(f"{run_dir} has no best policy (it is kept by runs trained with "
                                               "--hp=keep_best_policy=true)")
         return LoadedPolicy(policy=policy, env=info, run_config=run_config, env_step=restored.env_step,
-                            checkpoint=restored.number, best_eval_return_mean=restored.loop_state["eval_return_mean"])
+                            checkpoint=restored.number,
+                            best_eval_return_mean=restored.loop_state.get("eval_return_mean"))
     checkpointer = checkpoints.Checkpointer(run_dir, policy.checkpoint_items)
     if checkpoint is None:
         restored = checkpointer.restore_latest(load_arrays=False)
@@ -176,7 +177,8 @@ def load_policy(run_dir: pathlib.Path, checkpoint: int | None = None, best: bool
 
 def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
                checkpoint: int | None = None, best: bool = False) -> pathlib.Path:
-    """Exports a checkpoint's (or the best) greedy policy as the next version of <base_path>/<model_name>; returns its dir."""
+    """Exports a checkpoint's greedy policy (or the best policy's) as the next version of
+    <base_path>/<model_name>; returns its dir."""
     loaded = load_policy(run_dir, checkpoint, best)
     obs_shape = list(loaded.env.obs_shape)
     example = loaded.policy.outputs(tf.zeros([1, *obs_shape], tf.float32))

@@ -148,7 +148,8 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
                 next_log_at = next_deadline(next_log_at, env_step, config.log_interval)
             if next_eval_at is not None and env_step >= next_eval_at:
                 eval_start = time.perf_counter()
-                eval_returns = evaluation.evaluate(actor.greedy, env_id, config.eval_episodes, seed=seed + evaluation.PERIODIC_SEED_OFFSET)
+                eval_returns = evaluation.evaluate(actor.greedy, env_id, config.eval_episodes,
+                                                   seed=seed + evaluation.PERIODIC_SEED_OFFSET)
                 logger.log("eval", env_step, {"return_mean": float(eval_returns.mean()),
                                               "return_std": float(eval_returns.std())})
                 if best is not None:
@@ -162,7 +163,8 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
                                  actor)
                 last_log_time += time.perf_counter() - checkpoint_start
         _save_checkpoint(checkpointer, env_step, updates, (next_log_at, next_eval_at, next_checkpoint_at), actor)
-        eval_returns = evaluation.evaluate(actor.greedy, env_id, config.final_eval_episodes, seed=seed + evaluation.FINAL_SEED_OFFSET)
+        eval_returns = evaluation.evaluate(actor.greedy, env_id, config.final_eval_episodes,
+                                           seed=seed + evaluation.FINAL_SEED_OFFSET)
         final = logger.log("final_eval", env_step, {
             "return_mean": float(eval_returns.mean()), "return_std": float(eval_returns.std()),
             "episodes": len(eval_returns), "updates": updates})

@@ -136,7 +136,8 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
                 last_log_time, last_log_step = now, env_step
                 next_log_at = next_deadline(next_log_at, env_step, config.log_interval)
             if next_eval_at is not None and env_step >= next_eval_at:
-                returns = evaluation.evaluate(actor.greedy, env_id, config.eval_episodes, seed=seed + evaluation.PERIODIC_SEED_OFFSET)
+                returns = evaluation.evaluate(actor.greedy, env_id, config.eval_episodes,
+                                              seed=seed + evaluation.PERIODIC_SEED_OFFSET)
                 logger.log("eval", env_step, {"return_mean": float(returns.mean()),
                                               "return_std": float(returns.std())})
                 if best is not None:
@@ -148,7 +149,8 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
                                                           next_eval_at, next_checkpoint_at), train_metrics, actor, replay)
         _save_checkpoint(checkpointer, env_step, (next_train_at, next_target_update_at, next_log_at, next_eval_at,
                                                   next_checkpoint_at), train_metrics, actor, replay)
-        returns = evaluation.evaluate(actor.greedy, env_id, config.final_eval_episodes, seed=seed + evaluation.FINAL_SEED_OFFSET)
+        returns = evaluation.evaluate(actor.greedy, env_id, config.final_eval_episodes,
+                                      seed=seed + evaluation.FINAL_SEED_OFFSET)
         final = logger.log("final_eval", env_step, {
             "return_mean": float(returns.mean()), "return_std": float(returns.std()),
             "episodes": len(returns), "gradient_steps": int(learner.gradient_steps.numpy())})
