@@ -235,18 +235,18 @@ def main(argv):
         prefix = run_dir / checkpoints.CHECKPOINT_DIR / f"ckpt-{number}"
         print(f"final checkpoint: task={runtime.cluster.task} variables_sha256={distribute.checkpoint_digest(prefix)}",
               flush=True)
-    best = result.get("best")  # keep_best_policy runs (tfrl.best_policy)
-    if best is not None:
-        selected = best["best_eval_return_mean"]  # None only if someone edited the best policy's JSON
-        print(f"best policy: env step {best['best_env_step']} (periodic evaluation "
+    best_record = result.get("best")  # keep_best_policy runs (tfrl.best_policy)
+    if best_record is not None:
+        selected = best_record["best_eval_return_mean"]  # None only if someone edited the best policy's JSON
+        print(f"best policy: env step {best_record['best_env_step']} (periodic evaluation "
               f"{'unknown' if selected is None else f'{selected:.2f}'}): "
-              f"return={best['return_mean']:.2f} +/- {best['return_std']:.2f} "
-              f"over the final evaluation's {best['episodes']} episodes; it is the policy exported", flush=True)
+              f"return={best_record['return_mean']:.2f} +/- {best_record['return_std']:.2f} "
+              f"over the final evaluation's {best_record['episodes']} episodes", flush=True)
     if chief:
-        export_final_policy(run_dir, FLAGS.agent, env_id, best=best is not None)
+        export_final_policy(run_dir, FLAGS.agent, env_id, export_best=best_record is not None)
 
 
-def export_final_policy(run_dir: pathlib.Path, agent_name: str, env_id: str, best: bool) -> None:
+def export_final_policy(run_dir: pathlib.Path, agent_name: str, env_id: str, export_best: bool) -> None:
     if FLAGS.export_base_path == "":
         return
     try:
@@ -255,8 +255,8 @@ def export_final_policy(run_dir: pathlib.Path, agent_name: str, env_id: str, bes
         logging.warning("not exporting: %s", e)
         return
     base_path = pathlib.Path(FLAGS.export_base_path) if FLAGS.export_base_path else run_dir / "saved_models"
-    version_dir = runs.export_run(run_dir, base_path, FLAGS.model_name or f"{agent_name}-{env_id}", best=best)
-    print(f"exported: {version_dir}", flush=True)
+    version_dir = runs.export_run(run_dir, base_path, FLAGS.model_name or f"{agent_name}-{env_id}", best=export_best)
+    print(f"exported: {version_dir}{' (the best policy)' if export_best else ''}", flush=True)
 
 
 def run():

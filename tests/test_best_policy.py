@@ -20,7 +20,7 @@ def _weights(value):
 
 def test_only_an_evaluation_above_every_earlier_one_saves_the_policy(tmp_path):
     items = _weights(0.0)
-    best = best_policy.BestPolicy(tmp_path, items)
+    best = best_policy.BestPolicy(tmp_path, items, start_over=True)
     assert (best.env_step, best.return_mean) == (None, -math.inf)
     saved = []
     for env_step, return_mean, weight in [(100, 5.0, 1.0), (200, 3.0, 2.0), (300, 5.0, 3.0), (400, math.nan, 4.0),
@@ -34,7 +34,7 @@ def test_only_an_evaluation_above_every_earlier_one_saves_the_policy(tmp_path):
 
     # A resumed run reads the best back from disk, and restoring it gives the weights saved at env step 500.
     fresh = _weights(-1.0)
-    resumed = best_policy.BestPolicy(tmp_path, fresh)
+    resumed = best_policy.BestPolicy(tmp_path, fresh, start_over=False)
     assert (resumed.env_step, resumed.return_mean) == (500, 7.5)
     assert not resumed.offer(700, 7.0)
     restored = best_policy.restore(tmp_path, fresh)
@@ -46,12 +46,34 @@ def test_a_run_without_a_best_policy_restores_none(tmp_path):
     assert best_policy.restore(tmp_path, _weights(0.0)) is None
 
 
+def test_a_run_that_starts_over_deletes_the_earlier_attempts_best_policy(tmp_path):
+    best_policy.BestPolicy(tmp_path, _weights(1.0), start_over=True).offer(100, 50.0)
+    assert best_policy.restore(tmp_path, _weights(0.0)) is not None
+    again = best_policy.BestPolicy(tmp_path, _weights(2.0), start_over=True)
+    assert (again.env_step, again.return_mean) == (None, -math.inf)
+    assert not (tmp_path / best_policy.BEST_POLICY_DIR).exists()
+    assert again.offer(100, 10.0)  # 10 < the deleted 50, and still the best of this attempt
+
+
+@pytest.mark.parametrize("saved_return", [None, "high", math.inf])
+def test_a_best_policy_without_a_valid_evaluation_return_is_replaced_by_the_next_evaluation(tmp_path, saved_return):
+    # Only a hand-edited file has one; it must not crash the run (float(None)) or win forever (inf).
+    checkpoints.Checkpointer(tmp_path, _weights(1.0), keep=1, subdir=best_policy.BEST_POLICY_DIR).save(
+        100, {"eval_return_mean": saved_return})
+    best = best_policy.BestPolicy(tmp_path, _weights(2.0), start_over=False)
+    assert (best.env_step, best.return_mean) == (100, -math.inf)
+    assert best.offer(200, -500.0)
+
+
 def test_keep_best_policy_is_refused_with_several_workers():
     one, two = (types.SimpleNamespace(cluster=types.SimpleNamespace(num_workers=n)) for n in (1, 2))
     best_policy.check_runtime(True, one)
     best_policy.check_runtime(False, two)
     with pytest.raises(distribute.DistributeConfigError, match="keep_best_policy is not supported with several"):
         best_policy.check_runtime(True, two)
+
+
+SEED = 2
 
 
 def test_a2c_loop_keeps_evaluates_and_loads_the_best_policy(tmp_path):
@@ -64,9 +86,9 @@ def test_a2c_loop_keeps_evaluates_and_loads_the_best_policy(tmp_path):
     runtime = runtime_lib.apply(runtime_lib.RuntimeOptions())
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / runs.CONFIG_FILE).write_text(json.dumps({"agent": "a2c", "env_id": "CartPole-v1", "seed": 2,
+    (run_dir / runs.CONFIG_FILE).write_text(json.dumps({"agent": "a2c", "env_id": "CartPole-v1", "seed": SEED,
                                                          "hparams": {"hidden_sizes": [16]}}))
-    final = loop.train(config, "CartPole-v1", 2, runtime, run_dir, progress_bar=False)
+    final = loop.train(config, "CartPole-v1", SEED, runtime, run_dir, progress_bar=False)
 
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     evals = [r for r in records if r["kind"] == "eval"]
@@ -74,23 +96,29 @@ def test_a2c_loop_keeps_evaluates_and_loads_the_best_policy(tmp_path):
     returns = [r["return_mean"] for r in evals]
     assert len(set(returns)) > 1, returns
     best_step = evals[returns.index(max(returns))]["env_step"]
+    assert best_step < 6000, returns  # the best is not the last policy, or the test could not tell them apart
     assert final["best"]["best_env_step"] == best_step
     assert final["best"]["best_eval_return_mean"] == max(returns)
     assert [r["kind"] for r in records[-2:]] == ["final_eval", "best_eval"]
 
-    # What the run saved is what runs.load_policy (export, evaluate.py --best) loads, and it replays the
-    # best_eval record's episodes (seed 2 + 20000); the periodic evaluations used other ones (seed 2 + 10000).
+    # What the run saved is the policy that scored max(returns): replayed on the periodic evaluation's episodes
+    # (seed + 10000) it scores that again. runs.load_policy (export, evaluate.py --best) loads it, and it replays
+    # the best_eval record's episodes (seed + 20000).
     loaded = runs.load_policy(run_dir, best=True)
     assert (loaded.env_step, loaded.best_eval_return_mean) == (best_step, max(returns))
     policy = serving.traced_policy(loaded.policy.outputs, loaded.env.obs_shape)
-    replayed = evaluation.evaluate(policy, "CartPole-v1", 6, seed=2 + evaluation.FINAL_SEED_OFFSET)
+    selection = evaluation.evaluate(policy, "CartPole-v1", 4, seed=SEED + evaluation.PERIODIC_SEED_OFFSET)
+    assert float(selection.mean()) == pytest.approx(max(returns))
+    replayed = evaluation.evaluate(policy, "CartPole-v1", 6, seed=SEED + evaluation.FINAL_SEED_OFFSET)
     assert float(replayed.mean()) == pytest.approx(final["best"]["return_mean"])
-    assert evaluation.PERIODIC_SEED_OFFSET != evaluation.FINAL_SEED_OFFSET
     last = runs.load_policy(run_dir)
     assert last.env_step == 6000
-    if best_step != 6000:  # the best is not the last policy: their weights differ
-        assert not all(np.array_equal(a, b) for a, b in zip(loaded.policy.model.get_weights(),
-                                                             last.policy.model.get_weights()))
+    assert not all(np.array_equal(a, b) for a, b in zip(loaded.policy.model.get_weights(),
+                                                         last.policy.model.get_weights()))
+    # One save per improvement of the running maximum: the kept checkpoint's number counts them.
+    improvements = sum(r > max(returns[:i], default=-math.inf) for i, r in enumerate(returns))
+    assert [p.name for p in (run_dir / best_policy.BEST_POLICY_DIR).glob("ckpt-*.index")] == [
+        f"ckpt-{improvements}.index"]
     other = tmp_path / "other"  # the same run config, trained without keep_best_policy
     other.mkdir()
     (other / runs.CONFIG_FILE).write_text((run_dir / runs.CONFIG_FILE).read_text())

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from tfrl import checkpoints, export, networks
+from tfrl import best_policy, checkpoints, export, networks
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
@@ -59,8 +59,8 @@ def _make_files(base: pathlib.Path) -> None:
     # A run whose best policy (tfrl.best_policy) is truncated.
     shutil.copytree(run, base / "run_with_truncated_best")
     checkpoints.Checkpointer(base / "run_with_truncated_best", policy.checkpoint_items, keep=1,
-                             subdir="best_policy").save(150, {"eval_return_mean": 9.5})
-    _truncate(base / "run_with_truncated_best" / "best_policy" / "ckpt-1.data-00000-of-00001")
+                             subdir=best_policy.BEST_POLICY_DIR).save(150, {"eval_return_mean": 9.5})
+    _truncate(base / "run_with_truncated_best" / best_policy.BEST_POLICY_DIR / "ckpt-1.data-00000-of-00001")
     (base / "no_run").mkdir()
     (base / "a_file").write_text("not a directory\n")
 
@@ -87,6 +87,11 @@ CASES = [
      "give --checkpoint=N or --best, not both"),
     ("export-no-best-policy", "export.py", ["--run_dir={base}/run", "--model_name=m", "--best"],
      "{base}/run has no best policy (it is kept by runs trained with --hp=keep_best_policy=true)"),
+    ("export-truncated-best-policy", "export.py",
+     ["--run_dir={base}/run_with_truncated_best", "--model_name=m", "--best"],
+     "none of the checkpoints [1] in {base}/run_with_truncated_best/best_policy can be loaded"),
+    ("evaluate-best-and-checkpoint", "evaluate.py", ["--run_dir={base}/run", "--best", "--checkpoint=1"],
+     "give --checkpoint=N or --best, not both"),
     ("evaluate-best-without-run", "evaluate.py", ["--saved_model={base}/models/cartpole/1", "--best"],
      "--best needs --run_dir"),
     ("evaluate-truncated-best-policy", "evaluate.py", ["--run_dir={base}/run_with_truncated_best", "--best"],

@@ -245,6 +245,7 @@ def test_keep_best_policy_evaluates_and_exports_the_best_evaluated_policy(launch
     returns = [r["return_mean"] for r in evals]
     assert len(set(returns)) > 1, returns  # a selection to make, or this test shows nothing
     best_step = evals[returns.index(max(returns))]["env_step"]  # the first of equal maxima: ties keep the earlier
+    assert best_step < 3000, returns  # the best is not the last policy, or the test could not tell them apart
     (best,) = [r for r in records if r["kind"] == "best_eval"]
     assert (best["best_env_step"], best["best_eval_return_mean"], best["episodes"]) == (best_step, max(returns), 10)
     match = re.search(r"^best policy: env step (\d+) \(periodic evaluation (-?[\d.]+)\): return=(-?[\d.]+) ",
@@ -252,8 +253,9 @@ def test_keep_best_policy_evaluates_and_exports_the_best_evaluated_policy(launch
     assert match, launch.stdout
     assert (int(match[1]), float(match[2]), float(match[3])) == (
         best_step, round(max(returns), 2), round(best["return_mean"], 2))
-    # The best policy was saved once per improvement, and one is kept.
-    assert len(list((launch.run_dir / "best_policy").glob("ckpt-*.index"))) == 1
+    # One save per improvement of the running maximum, one checkpoint kept: its number counts the saves.
+    improvements = sum(r > max(returns[:i], default=-math.inf) for i, r in enumerate(returns))
+    assert [p.name for p in (launch.run_dir / "best_policy").glob("ckpt-*.index")] == [f"ckpt-{improvements}.index"]
 
     # The export is the best policy: its metadata says so, and it plays the final evaluation's 10 episodes
     # (seed 4 + 20000) exactly as the best_eval record says.
@@ -264,6 +266,9 @@ def test_keep_best_policy_evaluates_and_exports_the_best_evaluated_policy(launch
     served = serving.load(version_dir)
     replayed = evaluation.evaluate(served.policy, "CartPole-v1", 10, seed=4 + evaluation.FINAL_SEED_OFFSET)
     assert float(replayed.mean()) == pytest.approx(best["return_mean"])
+    # And it is the policy that was selected: on the periodic evaluation's 5 episodes it scores max(returns).
+    selection = evaluation.evaluate(served.policy, "CartPole-v1", 5, seed=4 + evaluation.PERIODIC_SEED_OFFSET)
+    assert float(selection.mean()) == pytest.approx(max(returns))
     assert f"exported: {version_dir}" in launch.stdout
 
 

@@ -5,10 +5,15 @@ LunarLander: docs/benchmarks.md). With `keep_best_policy`, every periodic
 evaluation whose mean return beats all earlier ones of the run saves the policy
 network (no optimizer) to <run_dir>/best_policy/, one checkpoint kept, in
 tfrl.checkpoints' crash-safe format with the evaluation in its loop state. A
-resumed run continues from the best saved there.
+resumed run continues from the best saved there, even one saved after the
+checkpoint it resumes from (a crash between the two): that is still a policy
+this run trained and evaluated. A run that starts over (no checkpoint to resume
+from) deletes it. Only evaluated policies are candidates: when total_env_steps is
+not a multiple of eval_interval, the last policy is not one.
 
 At the end the loop evaluates the last policy as always ("final_eval"), then the
-best one on the same episodes ("best_eval"); train.py exports the best one. The
+best one on the same episodes ("best_eval"; through the TF model, as exported,
+where final_eval plays the loop's NumPy mirror); train.py exports the best one. The
 periodic evaluations run on other episodes (evaluation.PERIODIC_SEED_OFFSET) than
 the final ones (FINAL_SEED_OFFSET), so the best policy's final number is a fresh
 estimate, not the maximum the selection picked.
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import math
 import pathlib
+import shutil
 from typing import Any, Mapping
 
 from absl import logging
@@ -25,11 +31,12 @@ from absl import logging
 from tfrl import checkpoints, distribute, evaluation, serving
 from tfrl.export import ServingPolicy
 from tfrl.metrics import MetricsLogger
+from tfrl.runtime import Runtime
 
 BEST_POLICY_DIR = "best_policy"  # inside the run dir
 
 
-def check_runtime(keep_best_policy: bool, runtime) -> None:
+def check_runtime(keep_best_policy: bool, runtime: Runtime) -> None:
     """DistributeConfigError for keep_best_policy with several workers: each evaluates on its own seeds, so they
     would disagree on which policy is best (and only the chief's run dir is kept)."""
     if keep_best_policy and runtime.cluster.num_workers > 1:
@@ -41,12 +48,24 @@ class BestPolicy:
     """Saves `policy_items` (the serving policy's checkpoint items, e.g. {"network": model}) when an evaluation
     beats the best so far."""
 
-    def __init__(self, run_dir: pathlib.Path, policy_items: Mapping[str, Any]):
+    def __init__(self, run_dir: pathlib.Path, policy_items: Mapping[str, Any], start_over: bool):
+        """start_over: the run found no checkpoint to resume from, so a best policy on disk is from an abandoned
+        attempt and is deleted."""
+        directory = pathlib.Path(run_dir) / BEST_POLICY_DIR
+        if start_over and directory.exists():
+            logging.warning("starting over: deleting the best policy of the earlier attempt in %s", directory)
+            shutil.rmtree(directory)
         self._checkpointer = checkpoints.Checkpointer(run_dir, policy_items, keep=1, subdir=BEST_POLICY_DIR)
         saved = self._checkpointer.newest_loop_state()
         self.env_step: int | None = saved[0] if saved else None  # env step of the best policy so far
-        # Its periodic evaluation; a loop state without one (edited by hand) loses to any evaluation.
-        self.return_mean: float = float(saved[1].get("eval_return_mean", -math.inf)) if saved else -math.inf
+        self.return_mean: float = -math.inf  # its periodic evaluation's mean return
+        if saved:
+            value = saved[1].get("eval_return_mean")
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                self.return_mean = float(value)
+            else:  # only a hand-edited file: any evaluation replaces it
+                logging.warning("the best policy in %s has no valid evaluation return (%r); the next evaluation "
+                                "replaces it", directory, value)
 
     def offer(self, env_step: int, return_mean: float) -> bool:
         """Saves the current policy if `return_mean` (its periodic evaluation) beats the best so far; True if saved.

@@ -17,7 +17,8 @@ exports its greedy policy. The SavedModel needs TensorFlow only, not tfrl.
 tfrl_metadata.json lives in the version's assets.extra/, where TF Serving keeps
 extra files (e.g. warmup requests) and which it does not interpret: agent, env
 id, observation shape/dtype, action space, the config, training env steps,
-checkpoint number and tfrl version.
+checkpoint number (null for a run's best policy, whose "best_policy" entry holds
+the evaluation that selected it; tfrl.best_policy) and tfrl version.
 """
 
 from __future__ import annotations

@@ -58,7 +58,8 @@ class MetricsLogger:
         self._episodes.append((env_step, episode_return, length))
 
     def log(self, kind: str, env_step: int, values: dict[str, float]) -> dict:
-        """kind: "train", "eval" or "final_eval" ("resume" is written by the constructor). Returns the record written."""
+        """kind: "train", "eval", "final_eval" or "best_eval" (tfrl.best_policy); "resume" is written by the
+        constructor. Returns the record written."""
         record = {"kind": kind, "env_step": int(env_step),
                   "wall_time_s": round(time.perf_counter() - self._start, 3), **values}
         if kind == "train" and self._episodes:

@@ -72,8 +72,6 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
     mirror = networks.NumpyActorCritic(learner.network, config.activation)
     actor = A2CActor(mirror, learner.head, seed=seed)
     checkpointer = checkpoints.Checkpointer(run_dir, learner.checkpoint_items())
-    best = (best_policy.BestPolicy(run_dir, a2c_policy.serving_policy(config, info, learner.network).checkpoint_items)
-            if config.keep_best_policy else None)
 
     num_steps, num_envs = config.n_steps, config.num_envs  # T, N
     rollout_obs = np.zeros((num_steps, num_envs, *info.obs_shape), np.float32)  # s_t [T, N, ...]
@@ -97,6 +95,10 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
         checkpoints.set_rng_state(actor.rng, state["actor_rng"])
         mirror.update([v.numpy() for v in learner.network.trainable_variables])
         obs = envs.reset_for_resume(env, seed, env_step)
+    best_keeper = None  # keep_best_policy: tfrl.best_policy
+    if config.keep_best_policy:
+        policy_items = a2c_policy.serving_policy(config, info, learner.network).checkpoint_items
+        best_keeper = best_policy.BestPolicy(run_dir, policy_items, start_over=restored is None)
     logger = MetricsLogger(run_dir, config.total_env_steps, progress_bar, start_env_step=env_step)
     last_log_time, last_log_step = time.perf_counter(), env_step
     try:
@@ -152,8 +154,8 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
                                                    seed=seed + evaluation.PERIODIC_SEED_OFFSET)
                 logger.log("eval", env_step, {"return_mean": float(eval_returns.mean()),
                                               "return_std": float(eval_returns.std())})
-                if best is not None:
-                    best.offer(env_step, float(eval_returns.mean()))
+                if best_keeper is not None:
+                    best_keeper.offer(env_step, float(eval_returns.mean()))
                 next_eval_at = next_deadline(next_eval_at, env_step, config.eval_interval)
                 last_log_time += time.perf_counter() - eval_start  # env_steps_per_s measures training only
             if next_checkpoint_at is not None and env_step >= next_checkpoint_at:
@@ -168,7 +170,7 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
         final = logger.log("final_eval", env_step, {
             "return_mean": float(eval_returns.mean()), "return_std": float(eval_returns.std()),
             "episodes": len(eval_returns), "updates": updates})
-        if best is not None:
+        if best_keeper is not None:
             final["best"] = best_policy.log_final_evaluation(
                 run_dir, a2c_policy.serving_policy(config, info), info.obs_shape, env_id, config.final_eval_episodes,
                 seed + evaluation.FINAL_SEED_OFFSET, logger, env_step)

@@ -70,8 +70,6 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
     replay = UniformReplay(config.replay_capacity, info.obs_shape, seed=seed)
     nstep = NStepBuilder(config.n_step, config.gamma, config.num_envs)
     checkpointer = checkpoints.Checkpointer(run_dir, learner.checkpoint_items())
-    best = (best_policy.BestPolicy(run_dir, dqn_policy.serving_policy(config, info, learner.online).checkpoint_items)
-            if config.keep_best_policy else None)
 
     obs = env.first_obs
     env_step = 0
@@ -91,6 +89,10 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
         replay.restore_checkpoint_state(restored.arrays, state["replay"])
         q_mirror.update([v.numpy() for v in learner.online.trainable_variables])
         obs = envs.reset_for_resume(env, seed, env_step)
+    best_keeper = None  # keep_best_policy: tfrl.best_policy
+    if config.keep_best_policy:
+        policy_items = dqn_policy.serving_policy(config, info, learner.online).checkpoint_items
+        best_keeper = best_policy.BestPolicy(run_dir, policy_items, start_over=restored is None)
     logger = MetricsLogger(run_dir, config.total_env_steps, progress_bar, start_env_step=env_step)
     last_log_time, last_log_step = time.perf_counter(), env_step
     try:
@@ -140,8 +142,8 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
                                               seed=seed + evaluation.PERIODIC_SEED_OFFSET)
                 logger.log("eval", env_step, {"return_mean": float(returns.mean()),
                                               "return_std": float(returns.std())})
-                if best is not None:
-                    best.offer(env_step, float(returns.mean()))
+                if best_keeper is not None:
+                    best_keeper.offer(env_step, float(returns.mean()))
                 next_eval_at = next_deadline(next_eval_at, env_step, config.eval_interval)
             if next_checkpoint_at is not None and env_step >= next_checkpoint_at:
                 next_checkpoint_at = next_deadline(next_checkpoint_at, env_step, config.checkpoint_interval)
@@ -154,7 +156,7 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
         final = logger.log("final_eval", env_step, {
             "return_mean": float(returns.mean()), "return_std": float(returns.std()),
             "episodes": len(returns), "gradient_steps": int(learner.gradient_steps.numpy())})
-        if best is not None:
+        if best_keeper is not None:
             final["best"] = best_policy.log_final_evaluation(
                 run_dir, dqn_policy.serving_policy(config, info), info.obs_shape, env_id, config.final_eval_episodes,
                 seed + evaluation.FINAL_SEED_OFFSET, logger, env_step)
