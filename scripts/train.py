@@ -63,6 +63,8 @@ flags.DEFINE_boolean("resume", False, "Continue the run in --run_dir from its ne
 flags.DEFINE_string("export_base_path", None, "Export the greedy policy at the end to <this>/<model_name>/<version>/ "
                     "(TF Serving layout); default <run_dir>/saved_models; empty = no export.")
 flags.DEFINE_string("model_name", None, "Model name of the export; default <agent>-<env id>.")
+flags.DEFINE_integer("keep_checkpoints", 3, "Newest checkpoints kept in <run_dir>/checkpoints/; 0 keeps every one "
+                     "(e.g. to evaluate each afterwards: benchmarks/checkpoint_curve.py).")
 flags.DEFINE_string("config_dir", str(REPO_ROOT / "configs"), "Directory of preset JSON files.")
 runtime_lib.define_flags()
 
@@ -111,6 +113,7 @@ def take_saved_flags(saved_raw: dict) -> None:
     """--resume: every flag not given on the command line takes the run's saved value."""
     saved = {"agent": saved_raw["agent"], "env": saved_raw.get("env_arg", saved_raw["env_id"]),
              "seed": saved_raw["seed"], "vector_mode": saved_raw.get("vector_mode", "sync"),
+             "keep_checkpoints": saved_raw.get("keep_checkpoints", 3),
              **(saved_raw.get("runtime") or {})}
     for name, value in saved.items():
         if name in FLAGS and not FLAGS[name].present:
@@ -163,6 +166,8 @@ def main(argv):
         raise UsageError("--agent and --env are required, e.g. --agent=dqn --env=LunarLander-v2")
     if FLAGS.seed < 0:
         raise UsageError(f"--seed must be >= 0, got {FLAGS.seed}")  # NumPy and gymnasium refuse negative seeds
+    if FLAGS.keep_checkpoints < 0:
+        raise UsageError(f"--keep_checkpoints must be >= 0 (0 keeps every checkpoint), got {FLAGS.keep_checkpoints}")
     if FLAGS.vector_mode not in envs.VECTOR_MODES:
         raise UsageError(f"--vector_mode: unknown mode {FLAGS.vector_mode!r}; choose one of {', '.join(envs.VECTOR_MODES)}")
     # --resume: the config as saved, even if the presets have changed since.
@@ -203,7 +208,7 @@ def main(argv):
         resolved = {
             "tfrl_version": tfrl.__version__,
             "agent": FLAGS.agent, "env_id": env_id, "env_arg": FLAGS.env, "seed": FLAGS.seed,
-            "preset": preset_name, "vector_mode": FLAGS.vector_mode,
+            "preset": preset_name, "vector_mode": FLAGS.vector_mode, "keep_checkpoints": FLAGS.keep_checkpoints,
             "hparams": config_lib.to_dict(config), "runtime": dataclasses.asdict(runtime_options),
         }
         try:
@@ -221,7 +226,8 @@ def main(argv):
     stop = shutdown.StopRequest.on_signals()
     # Each worker its own env, exploration and replay seeds; the chief's are --seed.
     result = entry.train(config, env_id, runtime.worker_seed(FLAGS.seed), runtime, run_dir,
-                         vector_mode=FLAGS.vector_mode, stop_requested=stop.requested)
+                         vector_mode=FLAGS.vector_mode, stop_requested=stop.requested,
+                         keep_checkpoints=FLAGS.keep_checkpoints or None)
     if result["kind"] == "stopped":
         print(f"stopped by {stop.signal_name} at env step {result['env_step']}: checkpoint {result['checkpoint']} "
               f"saved; run the same command (or --resume --run_dir={run_dir}) to continue", flush=True)

@@ -286,6 +286,14 @@ def test_only_the_newest_keep_checkpoints_remain_with_their_side_files(tmp_path)
     assert checkpointer.save(50, {}) == 5  # same env step as the last save: nothing new is written
 
 
+def test_keep_none_keeps_every_checkpoint(tmp_path):
+    checkpointer = Checkpointer(tmp_path, {"v": tf.Variable(1.0)}, keep=None)
+    for env_step in range(1, 6):
+        checkpointer.save(env_step * 10, {}, {"a": np.zeros(2)})
+    assert checkpointer.numbers() == [5, 4, 3, 2, 1]
+    assert checkpointer.restore(1, load_arrays=True).env_step == 10
+
+
 # --- scripts/train.py killed with SIGKILL and resumed ------------------------------------
 
 TOTAL_ENV_STEPS = 3000

@@ -131,6 +131,8 @@ BAD_INPUTS = [
     ("keep_best_without_evaluations", ["--agent=a2c", "--env=CartPole-v1", "--hp=keep_best_policy=true",
                                        "--hp=eval_interval=0"],
      "keep_best_policy needs periodic evaluations: eval_interval > 0 and eval_episodes > 0"),
+    ("negative_keep_checkpoints", ["--agent=dqn", "--env=CartPole-v1", "--keep_checkpoints=-1"],
+     "--keep_checkpoints must be >= 0 (0 keeps every checkpoint), got -1"),
     ("run_dir_of_no_run", ["--agent=dqn", "--env=CartPole-v1", "--run_dir={tmp}"],
      "--run_dir {tmp} is not empty and holds no tfrl run (no config.json); pick a new one"),
 ]

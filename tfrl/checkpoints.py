@@ -13,7 +13,7 @@ previous checkpoint intact and loadable:
     3. the `checkpoint` state file (atomically rewritten by TF): only now is N listed.
 So every checkpoint listed in the state file has its JSON and arrays. A crash
 before step 3 leaves unlisted files, which are ignored and swept by the next save.
-Only the newest `keep` checkpoints are kept.
+Only the newest `keep` checkpoints are kept (keep=None: all of them).
 
 Restoring validates a checkpoint fully before assigning anything (every tensor
 of the TF files is read, which checks TF's CRCs; the npz's members are read,
@@ -93,7 +93,7 @@ class Checkpointer:
       allowed (e.g. only the online network, for export).
     """
 
-    def __init__(self, run_dir: pathlib.Path, trackables: Mapping[str, Any], keep: int = KEEP_CHECKPOINTS,
+    def __init__(self, run_dir: pathlib.Path, trackables: Mapping[str, Any], keep: int | None = KEEP_CHECKPOINTS,
                  subdir: str = CHECKPOINT_DIR):
         self.directory = pathlib.Path(run_dir) / subdir
         self._checkpoint = tf.train.Checkpoint(**trackables)

@@ -16,7 +16,7 @@ class AgentEntry:
 
     @property
     def train(self) -> Callable[..., dict]:
-        """train(config, env_id, seed, runtime, run_dir, vector_mode, progress_bar)."""
+        """train(config, env_id, seed, runtime, run_dir, vector_mode, progress_bar, stop_requested, keep_checkpoints)."""
         return importlib.import_module(self.loop_module).train
 
     @property

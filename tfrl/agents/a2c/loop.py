@@ -60,7 +60,8 @@ def check_runtime(config: A2CConfig, runtime: Runtime) -> None:
 
 def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: pathlib.Path,
           vector_mode: str = "sync", progress_bar: bool | None = None,
-          stop_requested: Callable[[], bool] = shutdown.never) -> dict:
+          stop_requested: Callable[[], bool] = shutdown.never,
+          keep_checkpoints: int | None = checkpoints.KEEP_CHECKPOINTS) -> dict:
     """Train for config.total_env_steps env steps (rounded up to whole rollouts); returns the final greedy evaluation record.
 
     When stop_requested() turns true (tfrl.shutdown), saves a checkpoint after the current update and returns
@@ -71,7 +72,7 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
     learner = A2CLearner(config, info, runtime)
     mirror = networks.NumpyActorCritic(learner.network, config.activation)
     actor = A2CActor(mirror, learner.head, seed=seed)
-    checkpointer = checkpoints.Checkpointer(run_dir, learner.checkpoint_items())
+    checkpointer = checkpoints.Checkpointer(run_dir, learner.checkpoint_items(), keep=keep_checkpoints)
 
     num_steps, num_envs = config.n_steps, config.num_envs  # T, N
     rollout_obs = np.zeros((num_steps, num_envs, *info.obs_shape), np.float32)  # s_t [T, N, ...]

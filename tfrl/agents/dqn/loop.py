@@ -56,7 +56,8 @@ def check_runtime(config: DQNConfig, runtime: Runtime) -> None:
 
 def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: pathlib.Path,
           vector_mode: str = "sync", progress_bar: bool | None = None,
-          stop_requested: Callable[[], bool] = shutdown.never) -> dict:
+          stop_requested: Callable[[], bool] = shutdown.never,
+          keep_checkpoints: int | None = checkpoints.KEEP_CHECKPOINTS) -> dict:
     """Train for config.total_env_steps env steps; returns the final greedy evaluation record.
 
     When stop_requested() turns true (tfrl.shutdown), saves a checkpoint at the current env step and returns
@@ -69,7 +70,7 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
     actor = EpsilonGreedyActor(q_mirror, info.num_actions, seed=seed)
     replay = UniformReplay(config.replay_capacity, info.obs_shape, seed=seed)
     nstep = NStepBuilder(config.n_step, config.gamma, config.num_envs)
-    checkpointer = checkpoints.Checkpointer(run_dir, learner.checkpoint_items())
+    checkpointer = checkpoints.Checkpointer(run_dir, learner.checkpoint_items(), keep=keep_checkpoints)
 
     obs = env.first_obs
     env_step = 0
