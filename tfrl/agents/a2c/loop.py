@@ -65,7 +65,8 @@ def train(config: A2CConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
     """Train for config.total_env_steps env steps (rounded up to whole rollouts); returns the final greedy evaluation record.
 
     When stop_requested() turns true (tfrl.shutdown), saves a checkpoint after the current update and returns
-    {"kind": "stopped", "env_step", "checkpoint"} instead.
+    {"kind": "stopped", "env_step", "checkpoint"} instead. With keep_best_policy the record's "best" holds the
+    best policy's final evaluation (tfrl.best_policy). keep_checkpoints: the newest kept, None = all.
     """
     env = envs.make_vector_env(env_id, config.num_envs, seed=seed, vector_mode=vector_mode)
     info = envs.env_info(env, env_id)

@@ -61,7 +61,8 @@ def train(config: DQNConfig, env_id: str, seed: int, runtime: Runtime, run_dir: 
     """Train for config.total_env_steps env steps; returns the final greedy evaluation record.
 
     When stop_requested() turns true (tfrl.shutdown), saves a checkpoint at the current env step and returns
-    {"kind": "stopped", "env_step", "checkpoint"} instead.
+    {"kind": "stopped", "env_step", "checkpoint"} instead. With keep_best_policy the record's "best" holds the
+    best policy's final evaluation (tfrl.best_policy). keep_checkpoints: the newest kept, None = all.
     """
     env = envs.make_vector_env(env_id, config.num_envs, seed=seed, vector_mode=vector_mode)
     info = envs.env_info(env, env_id)
