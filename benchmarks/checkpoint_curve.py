@@ -60,7 +60,8 @@ def main(argv):
     print(f"\n| checkpoint | env steps | periodic episodes ({FLAGS.episodes}) | final episodes ({FLAGS.episodes}) |")
     print("|---|---|---|---|")
     for r in rows:
-        print(f"| {r['checkpoint']} | {r['env_step']} | {r['periodic_return_mean']:.1f} ± {r['periodic_return_std']:.1f} "
+        print(f"| {r['checkpoint']} | {r['env_step']} "
+              f"| {r['periodic_return_mean']:.1f} ± {r['periodic_return_std']:.1f} "
               f"| {r['final_return_mean']:.1f} ± {r['final_return_std']:.1f} |")
 
 
