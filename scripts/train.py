@@ -113,7 +113,7 @@ def take_saved_flags(saved_raw: dict) -> None:
     """--resume: every flag not given on the command line takes the run's saved value."""
     saved = {"agent": saved_raw["agent"], "env": saved_raw.get("env_arg", saved_raw["env_id"]),
              "seed": saved_raw["seed"], "vector_mode": saved_raw.get("vector_mode", "sync"),
-             "keep_checkpoints": saved_raw.get("keep_checkpoints", 3),
+             "keep_checkpoints": saved_raw.get("keep_checkpoints", FLAGS["keep_checkpoints"].default),
              **(saved_raw.get("runtime") or {})}
     for name, value in saved.items():
         if name in FLAGS and not FLAGS[name].present:
