@@ -74,12 +74,27 @@ def test_keep_best_policy_is_refused_with_several_workers():
 
 
 SEED = 2
+# The periodic evaluations' return means, scripted: which policy is saved must not hang on how training went on a
+# given CPU (CI's float rounding once made the last policy the best). The best is the second; the fourth ties it.
+SCRIPTED_RETURNS = [10.0, 40.0, 20.0, 40.0, 30.0, 35.0]
 
 
-def test_a2c_loop_keeps_evaluates_and_loads_the_best_policy(tmp_path):
+def test_a2c_loop_keeps_evaluates_and_loads_the_best_policy(tmp_path, monkeypatch):
     from tfrl.agents.a2c import loop
     from tfrl.agents.a2c.config import A2CConfig
 
+    real_evaluate = evaluation.evaluate
+    probe_obs = np.random.default_rng(0).normal(size=(32, 4)).astype(np.float32)
+    seen = []  # per periodic evaluation: (the real greedy returns, V(probe_obs) of the policy evaluated)
+
+    def scripted_evaluate(policy, env_id, num_episodes, seed, **kwargs):
+        real = real_evaluate(policy, env_id, num_episodes, seed, **kwargs)
+        if seed != SEED + evaluation.PERIODIC_SEED_OFFSET:
+            return real  # the final evaluations run as they are
+        seen.append((real, policy.__self__.value(probe_obs)))  # policy is the actor's greedy method
+        return np.full(num_episodes, SCRIPTED_RETURNS[len(seen) - 1])
+
+    monkeypatch.setattr(evaluation, "evaluate", scripted_evaluate)
     config = A2CConfig(total_env_steps=6000, num_envs=4, n_steps=5, hidden_sizes=(16,), learning_rate=3e-3,
                        eval_interval=1000, eval_episodes=4, final_eval_episodes=6, log_interval=10**9,
                        checkpoint_interval=0, keep_best_policy=True)
@@ -89,36 +104,37 @@ def test_a2c_loop_keeps_evaluates_and_loads_the_best_policy(tmp_path):
     (run_dir / runs.CONFIG_FILE).write_text(json.dumps({"agent": "a2c", "env_id": "CartPole-v1", "seed": SEED,
                                                          "hparams": {"hidden_sizes": [16]}}))
     final = loop.train(config, "CartPole-v1", SEED, runtime, run_dir, progress_bar=False)
+    monkeypatch.undo()
 
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     evals = [r for r in records if r["kind"] == "eval"]
     assert [r["env_step"] for r in evals] == [1000, 2000, 3000, 4000, 5000, 6000]
-    returns = [r["return_mean"] for r in evals]
-    assert len(set(returns)) > 1, returns
-    best_step = evals[returns.index(max(returns))]["env_step"]
-    assert best_step < 6000, returns  # the best is not the last policy, or the test could not tell them apart
-    assert final["best"]["best_env_step"] == best_step
-    assert final["best"]["best_eval_return_mean"] == max(returns)
+    assert [r["return_mean"] for r in evals] == SCRIPTED_RETURNS
+    assert (final["best"]["best_env_step"], final["best"]["best_eval_return_mean"]) == (2000, 40.0)
     assert [r["kind"] for r in records[-2:]] == ["final_eval", "best_eval"]
 
-    # What the run saved is the policy that scored max(returns): replayed on the periodic evaluation's episodes
-    # (seed + 10000) it scores that again. runs.load_policy (export, evaluate.py --best) loads it, and it replays
-    # the best_eval record's episodes (seed + 20000).
+    # What the run saved is the policy evaluated at env step 2000: its value head gives that policy's V on the
+    # probe observations, not the last one's, and it replays that policy's real greedy returns on the periodic
+    # evaluation's episodes (seed + 10000). runs.load_policy (export, evaluate.py --best) loads it, and it
+    # replays the best_eval record's episodes (seed + 20000).
     loaded = runs.load_policy(run_dir, best=True)
-    assert (loaded.env_step, loaded.best_eval_return_mean) == (best_step, max(returns))
+    assert (loaded.env_step, loaded.best_eval_return_mean) == (2000, 40.0)
+    best_real_returns, best_values = seen[1]
+    last_values = seen[-1][1]
+    assert np.abs(best_values - last_values).max() > 1e-3  # training moved V, so the two policies are told apart
+    _, loaded_values = loaded.policy.model(probe_obs)
+    np.testing.assert_allclose(np.asarray(loaded_values), best_values, rtol=1e-4, atol=1e-4)
     policy = serving.traced_policy(loaded.policy.outputs, loaded.env.obs_shape)
     selection = evaluation.evaluate(policy, "CartPole-v1", 4, seed=SEED + evaluation.PERIODIC_SEED_OFFSET)
-    assert float(selection.mean()) == pytest.approx(max(returns))
+    np.testing.assert_array_equal(selection, best_real_returns)
     replayed = evaluation.evaluate(policy, "CartPole-v1", 6, seed=SEED + evaluation.FINAL_SEED_OFFSET)
     assert float(replayed.mean()) == pytest.approx(final["best"]["return_mean"])
     last = runs.load_policy(run_dir)
     assert last.env_step == 6000
-    assert not all(np.array_equal(a, b) for a, b in zip(loaded.policy.model.get_weights(),
-                                                         last.policy.model.get_weights()))
-    # One save per improvement of the running maximum: the kept checkpoint's number counts them.
-    improvements = sum(r > max(returns[:i], default=-math.inf) for i, r in enumerate(returns))
-    assert [p.name for p in (run_dir / best_policy.BEST_POLICY_DIR).glob("ckpt-*.index")] == [
-        f"ckpt-{improvements}.index"]
+    _, last_loaded_values = last.policy.model(probe_obs)
+    np.testing.assert_allclose(np.asarray(last_loaded_values), last_values, rtol=1e-4, atol=1e-4)
+    # One save per improvement of the running maximum (10, then 40; the tie at 4000 keeps the earlier policy).
+    assert [p.name for p in (run_dir / best_policy.BEST_POLICY_DIR).glob("ckpt-*.index")] == ["ckpt-2.index"]
     other = tmp_path / "other"  # the same run config, trained without keep_best_policy
     other.mkdir()
     (other / runs.CONFIG_FILE).write_text((run_dir / runs.CONFIG_FILE).read_text())
