@@ -496,11 +496,17 @@ def _loop_case(agent: str, **overrides):
         config = DQNConfig(total_env_steps=1200, hidden_sizes=(16, 16), batch_size=16, replay_capacity=500,
                            learning_starts=300, train_freq=4, gradient_steps=1, target_update_period=100,
                            eval_interval=0, final_eval_episodes=1, log_interval=200, checkpoint_interval=200)
-    else:
+    elif agent == "a2c":
         from tfrl.agents.a2c import loop
         from tfrl.agents.a2c.config import A2CConfig
         config = A2CConfig(total_env_steps=1200, num_envs=4, n_steps=5, hidden_sizes=(16, 16), eval_interval=0,
                            final_eval_episodes=1, log_interval=200, checkpoint_interval=200)
+    else:  # PPO: A2C's rollouts, 2 epochs of 2 minibatches each
+        from tfrl.agents.ppo import loop
+        from tfrl.agents.ppo.config import PPOConfig
+        config = PPOConfig(total_env_steps=1200, num_envs=4, n_steps=5, batch_size=10, n_epochs=2,
+                           hidden_sizes=(16, 16), eval_interval=0, final_eval_episodes=1, log_interval=200,
+                           checkpoint_interval=200)
     return loop.train, dataclasses.replace(config, **overrides)
 
 
@@ -508,13 +514,16 @@ def _snapshot(directory: pathlib.Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
 
 
-@pytest.mark.parametrize("agent", ["dqn", "a2c"])
+@pytest.mark.parametrize("agent", ["dqn", "a2c", "ppo"])
 def test_a_diverging_loop_stops_naming_the_env_step_and_writes_nothing_after_the_last_good_checkpoint(
         tmp_path, monkeypatch, agent):
     # A step size of 1e30 makes the weights ~1e30 after the first update; the next forward pass overflows.
-    # DQN's first update is at env step 300, after checkpoint 1 (200); A2C's are every 20 env steps from the start,
-    # so it checkpoints after each (finite, if huge) one.
-    train, config = _loop_case(agent, learning_rate=1e30, **({} if agent == "dqn" else {"checkpoint_interval": 20}))
+    # DQN's first update is at env step 300, after checkpoint 1 (200); A2C's and PPO's are every 20 env steps from the
+    # start, so they checkpoint after each (finite, if huge) one.
+    # PPO takes one minibatch step per update here: its second step of an update would already overflow.
+    overrides = {"dqn": {}, "a2c": {"checkpoint_interval": 20},
+                 "ppo": {"checkpoint_interval": 20, "n_epochs": 1, "batch_size": 20}}[agent]
+    train, config = _loop_case(agent, learning_rate=1e30, **overrides)
     snapshots = []
     save = Checkpointer.save
 
@@ -539,13 +548,13 @@ def test_a_diverging_loop_stops_naming_the_env_step_and_writes_nothing_after_the
     assert not (tmp_path / "saved_models").exists()
 
 
-@pytest.mark.parametrize("agent", ["dqn", "a2c"])
+@pytest.mark.parametrize("agent", ["dqn", "a2c", "ppo"])
 def test_a_stop_request_checkpoints_and_the_next_run_continues_from_it(tmp_path, agent):
     train, config = _loop_case(agent)
     runtime = Runtime(options=RuntimeOptions(), device_name="/device:CPU:0")
     polls = []
 
-    def stop_requested() -> bool:  # after the first log (200): DQN polls per vector step, A2C per rollout
+    def stop_requested() -> bool:  # after the first log (200): DQN polls per vector step, A2C/PPO per rollout
         polls.append(1)
         return len(polls) >= 300 if agent == "dqn" else len(polls) >= 15
 

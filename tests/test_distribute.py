@@ -139,6 +139,8 @@ from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner
+from tfrl.agents.ppo.config import PPOConfig
+from tfrl.agents.ppo.learning import PPOLearner, minibatch_indices
 from tfrl.envs import EnvInfo
 
 mirrored = runtime_lib.apply(RuntimeOptions(logical_cpus=2, strategy="mirrored", cross_device_ops="reduce_to_one"))
@@ -169,18 +171,32 @@ a2c_batch = (rng.normal(size=(8, 4)).astype(np.float32), rng.integers(0, 2, size
 dqn_config = DQNConfig(hidden_sizes=(16,), batch_size=b, double_dqn=True, max_grad_norm=0.05, learning_rate=0.01)
 a2c_config = A2CConfig(hidden_sizes=(16,), num_envs=2, n_steps=4, normalize_advantage=True, max_grad_norm=0.05,
                        entropy_coef=0.01, learning_rate=0.01)
+# PPO: 16 rows, 2 epochs of 2 minibatches of 8 (4 rows per replica), advantages normalized per minibatch.
+ppo_config = PPOConfig(hidden_sizes=(16,), num_envs=2, n_steps=8, batch_size=8, n_epochs=2, max_grad_norm=0.05,
+                       entropy_coef=0.01, learning_rate=0.01)
+ppo_batch = (rng.normal(size=(16, 4)).astype(np.float32), rng.integers(0, 2, size=16).astype(np.int32),
+             rng.normal(size=16).astype(np.float32), rng.normal(size=16).astype(np.float32),
+             np.log(rng.uniform(0.3, 0.7, size=16)).astype(np.float32))
 
 def train(runtime, reference, rows=slice(None)):
     dqn, a2c = DQNLearner(dqn_config, env, runtime), A2CLearner(a2c_config, env, runtime)
+    ppo = PPOLearner(ppo_config, env, runtime, seed=0)
     if reference is not None:  # the same starting point for every runtime
         dqn.online.set_weights(reference["online"]); dqn.target.set_weights(reference["target"])
-        a2c.network.set_weights(reference["a2c"])
-    start = {"online": dqn.online.get_weights(), "target": dqn.target.get_weights(), "a2c": a2c.network.get_weights()}
+        a2c.network.set_weights(reference["a2c"]); ppo.network.set_weights(reference["ppo"])
+    start = {"online": dqn.online.get_weights(), "target": dqn.target.get_weights(), "a2c": a2c.network.get_weights(),
+             "ppo": ppo.network.get_weights()}
     for update_target in (False, True):
         dqn_metrics, dqn_weights = dqn.train({key: v[:, rows] for key, v in dqn_batch.items()}, update_target)
     for _ in range(2):
         a2c_metrics, a2c_weights = a2c.train(*(x[rows] for x in a2c_batch), 0.01)
-    return start, {"dqn_loss": dqn_metrics["loss"], "dqn_weights": [w.tolist() for w in dqn_weights],
+    ppo_metrics, ppo_weights = {}, []
+    if rows == slice(None):  # half of 16 rows is a single minibatch: not the same update
+        for _ in range(2):
+            ppo_metrics, ppo_weights = ppo.train(*ppo_batch, 0.01, 0.2)
+    return start, {"ppo_metrics": ppo_metrics, "ppo_weights": [w.tolist() for w in ppo_weights],
+                   "ppo_steps": int(ppo.optimizer.iterations.numpy()),
+                   "dqn_loss": dqn_metrics["loss"], "dqn_weights": [w.tolist() for w in dqn_weights],
                    "gradient_steps": int(dqn.gradient_steps.numpy()), "a2c_metrics": a2c_metrics,
                    "a2c_weights": [w.tolist() for w in a2c_weights],
                    "copies": len(getattr(dqn.online.trainable_variables[0].value, "values", [None])),
@@ -204,13 +220,17 @@ from tfrl import numerics
 
 def guard(runtime):  # (tensors, gradient step) of the NonFiniteError a NaN reward/advantage raises, or None
     dqn, a2c = DQNLearner(dqn_config, env, runtime), A2CLearner(a2c_config, env, runtime)
+    ppo = PPOLearner(ppo_config, env, runtime, seed=0)
+    ppo_advantages = ppo_batch[2].copy()
+    ppo_advantages[0] = np.nan
     batch = {key: v.copy() for key, v in dqn_batch.items()}
     batch["reward"][1, 0] = np.nan  # the 2nd of the call's 3 gradient steps
     advantages = a2c_batch[2].copy()
     advantages[0] = np.nan
     caught = {}
     for name, call in (("dqn", lambda: dqn.train(batch, False)),
-                       ("a2c", lambda: a2c.train(a2c_batch[0], a2c_batch[1], advantages, a2c_batch[3], 0.01))):
+                       ("a2c", lambda: a2c.train(a2c_batch[0], a2c_batch[1], advantages, a2c_batch[3], 0.01)),
+                       ("ppo", lambda: ppo.train(ppo_batch[0], ppo_batch[1], ppo_advantages, *ppo_batch[3:], 0.01, 0.2))):
         try:
             call()
             caught[name] = None
@@ -219,7 +239,9 @@ def guard(runtime):  # (tensors, gradient step) of the NonFiniteError a NaN rewa
     return caught
 
 guards = {name: guard(runtimes[name]) for name in ("single", "mirrored")}
-print(json.dumps({"replicas": [runtimes[name].strategy.num_replicas_in_sync for name in ("mirrored", "mirrored_xla")],
+# The first minibatch step that holds row 0 (the NaN advantage), counted from 1.
+ppo_flagged_step = int(np.argwhere(minibatch_indices(0, 0, 2, 16, 8) == 0)[0][0]) + 1
+print(json.dumps({"ppo_flagged_step": ppo_flagged_step, "replicas": [runtimes[name].strategy.num_replicas_in_sync for name in ("mirrored", "mirrored_xla")],
                   "cross_device_ops": [type(runtimes[name].strategy.extended._cross_device_ops).__name__
                                        for name in ("mirrored", "mirrored_xla")],
                   "nccl_error": nccl_error, "jit_error": jit_error, "results": results, "guards": guards}))
@@ -254,13 +276,21 @@ def test_replicated_step_makes_the_single_device_update(equivalence, name, copie
     assert _max_difference(mirrored["a2c_weights"], single["a2c_weights"]) < 1e-5
     for key, value in single["a2c_metrics"].items():
         assert mirrored["a2c_metrics"][key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+    # PPO: 2 updates of 2 epochs x 2 minibatches, each minibatch split over the replicas.
+    assert mirrored["ppo_steps"] == single["ppo_steps"] == 8
+    assert _max_difference(mirrored["ppo_weights"], single["ppo_weights"]) < 1e-5
+    assert set(single["ppo_metrics"]) >= {"loss", "approx_kl", "clip_fraction", "grad_norm"}
+    for key, value in single["ppo_metrics"].items():
+        assert mirrored["ppo_metrics"][key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
 
 
 def test_the_numeric_guard_stops_the_replicated_step_as_it_stops_one_device(equivalence):
     # DQN: a NaN reward in the 2nd of 3 gradient steps makes its loss and gradients NaN (on one replica, so the
     # mean over replicas too); Q(s, a) is still finite there. A2C: one NaN advantage, normalized over the batch,
     # makes every advantage, the loss and the gradients NaN at update 1.
-    expected = {"dqn": [["loss", "gradients"], 2], "a2c": [["loss", "gradients"], 1]}
+    # PPO: the NaN advantage poisons the minibatch that holds its row (normalized per minibatch).
+    expected = {"dqn": [["loss", "gradients"], 2], "a2c": [["loss", "gradients"], 1],
+                "ppo": [["loss", "gradients"], equivalence["ppo_flagged_step"]]}
     assert equivalence["guards"] == {"single": expected, "mirrored": expected}
 
 

@@ -75,6 +75,10 @@ REPRODUCIBLE_ARGS = {
             "--hp=total_env_steps=4000", "--hp=hidden_sizes=16,16", "--hp=log_interval=1000",
             "--hp=eval_interval=2000", "--hp=eval_episodes=2", "--hp=final_eval_episodes=3",
             "--hp=checkpoint_interval=2000"],
+    "ppo": ["--agent=ppo", "--env=CartPole-v1", "--preset=none", "--seed=3", "--deterministic", "--export_base_path=",
+            "--hp=total_env_steps=4000", "--hp=num_envs=4", "--hp=n_steps=50", "--hp=batch_size=50",
+            "--hp=n_epochs=2", "--hp=hidden_sizes=16,16", "--hp=log_interval=1000", "--hp=eval_interval=2000",
+            "--hp=eval_episodes=2", "--hp=final_eval_episodes=3", "--hp=checkpoint_interval=2000"],
 }
 
 # keep_best_policy on a short DQN CartPole run: 6 periodic evaluations of 5 episodes (their returns differ while
@@ -97,7 +101,7 @@ DIVERGING_ARGS = [
 
 # (case id, arguments, what the one error line must contain)
 BAD_INPUTS = [
-    ("unknown_agent", ["--agent=ppo", "--env=CartPole-v1"], "--agent: unknown agent 'ppo'; choose one of dqn"),
+    ("unknown_agent", ["--agent=sac", "--env=CartPole-v1"], "--agent: unknown agent 'sac'; choose one of dqn, a2c, ppo"),
     ("unknown_env", ["--agent=dqn", "--env=CartPole-v9"],
      "unknown environment id 'CartPole-v9'; close matches: CartPole-v1"),
     ("unknown_flag", ["--agent=dqn", "--env=CartPole-v1", "--nonsense=1"], "Unknown command line flag 'nonsense'"),
@@ -295,6 +299,7 @@ def _newest_checkpoint_tensors(run_dir):
 @pytest.mark.parametrize("agent, train_steps, eval_steps", [
     ("dqn", [500, 1000, 1500, 2000], [1000, 2000]),
     ("a2c", [1000, 2000, 3000, 4000], [2000, 4000]),
+    ("ppo", [1000, 2000, 3000, 4000], [2000, 4000]),
 ])
 def test_same_seed_and_deterministic_give_identical_metrics_and_weights(launches, agent, train_steps, eval_steps):
     first = _records_without_timing(launches[f"{agent}_a"].result())

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import keras
 import tensorflow as tf
 
 from tfrl.errors import RunError
@@ -41,6 +42,21 @@ def non_finite_flags(loss: tf.Tensor, grads: Sequence[tf.Tensor] | None, outputs
     checks.append(tf.math.is_finite(tf.add_n([tf.reduce_sum(tf.cast(o, tf.float32)) for o in outputs])))
     bits.append(OUTPUTS)
     return tf.reduce_sum(tf.cast(tf.logical_not(tf.stack(checks)), tf.int32) * tf.constant(bits, tf.int32))
+
+
+def keep_first_flags(flags, flagged_step, step_flags, step):
+    """In a loop of gradient steps: (flags, step) of the first step whose flags are set; (0, 0) while none is."""
+    first = tf.logical_and(tf.equal(flags, 0), step_flags > 0)
+    return tf.where(tf.equal(flags, 0), step_flags, flags), tf.where(first, step, flagged_step)
+
+
+def unscaled_gradient_norm(grads: Sequence[tf.Tensor], optimizer) -> tf.Tensor:
+    """The global norm of `grads` divided by the loss scale (1 without one): the norm before clipping.
+
+    Written with the same ops as Keras' global_clipnorm, so that grappler can compute it once for both.
+    """
+    norm = keras.ops.sqrt(keras.ops.sum(keras.ops.stack([keras.ops.sum(keras.ops.square(g)) for g in grads])))
+    return norm / optimizer.scale_loss(tf.constant(1.0))  # scale_loss(1) is the loss scale, or 1
 
 
 def flag_names(flags: int, outputs_name: str) -> list[str]:

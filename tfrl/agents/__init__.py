@@ -29,6 +29,7 @@ _AGENTS = {
     # name: (module with the config class, config class name, module with train() and check_runtime())
     "dqn": ("tfrl.agents.dqn.config", "DQNConfig", "tfrl.agents.dqn.loop"),
     "a2c": ("tfrl.agents.a2c.config", "A2CConfig", "tfrl.agents.a2c.loop"),
+    "ppo": ("tfrl.agents.ppo.config", "PPOConfig", "tfrl.agents.ppo.loop"),
 }
 
 AGENT_NAMES = tuple(_AGENTS)

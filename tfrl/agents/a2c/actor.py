@@ -1,4 +1,4 @@
-"""A2C acting: samples from the policy of a NumPy mirror of the actor-critic network. Never exported.
+"""A2C and PPO acting: samples from the policy of a NumPy mirror of the actor-critic network. Never exported.
 
 The mirror (`tfrl.networks.NumpyActorCritic`) is refreshed with the weights each
 train call returns, so acting makes no TF call.
@@ -23,10 +23,12 @@ class A2CActor:
         """The sampling RNG (its state is checkpointed)."""
         return self._rng
 
-    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """obs [N, ...] -> (actions [N] sampled from pi(.|obs), V(obs) [N]), from one forward pass."""
+    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """obs [N, ...] -> (actions [N] sampled from pi(.|obs), V(obs) [N], log pi(actions|obs) [N]), from one
+        forward pass. PPO's ratio needs the log-probabilities of the policy that acted."""
         policy_params, value = self._mirror(obs)
-        return self._head.sample(self._rng, policy_params), value
+        actions = self._head.sample(self._rng, policy_params)
+        return actions, value, self._head.log_prob_numpy(policy_params, actions)
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         """V(obs) [N]: bootstraps the rollout's end and truncated episodes."""

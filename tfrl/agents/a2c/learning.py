@@ -158,6 +158,14 @@ class A2CLearner:
     def checkpoint_items(self) -> dict:
         return {"network": self.network, "optimizer": self.optimizer, "updates": self.updates}
 
+    def update(self, rollout, env_step: int, learning_rate: float) -> tuple[dict[str, float], list[np.ndarray]]:
+        """The on-policy loop's call (tfrl.agents.on_policy_loop.Rollout): one gradient step on the rollout.
+
+        A2C needs neither the acting policy's log-probabilities nor env_step (it has no schedule of its own).
+        """
+        del env_step
+        return self.train(rollout.obs, rollout.actions, rollout.advantages, rollout.returns, learning_rate)
+
     def train(self, obs: np.ndarray, actions: np.ndarray, advantages: np.ndarray, returns: np.ndarray,
               learning_rate: float) -> tuple[dict[str, float], list[np.ndarray]]:
         """One TF call: one gradient step on a flattened rollout [B = T * N].
@@ -198,10 +206,7 @@ class A2CLearner:
 
     def _apply(self, grads, metrics):
         variables = self.network.trainable_variables
-        # The norm before clipping, of the unscaled gradients (scale_loss(1) is the loss scale, or 1).
-        # Written with the same ops as Keras' global_clipnorm, so that grappler can compute it once for both.
-        grad_norm = keras.ops.sqrt(keras.ops.sum(keras.ops.stack(
-            [keras.ops.sum(keras.ops.square(g)) for g in grads]))) / self.optimizer.scale_loss(tf.constant(1.0))
+        grad_norm = numerics.unscaled_gradient_norm(grads, self.optimizer)
         metrics = dict(metrics)
         outputs_sum = metrics.pop("outputs_sum")
         # Under loss scaling an overflowing (scaled) gradient is expected: the optimizer skips that step.

@@ -48,6 +48,13 @@ class CategoricalHead:
         """
         return np.argmax(logits + rng.gumbel(size=logits.shape), axis=-1).astype(np.int32)
 
+    def log_prob_numpy(self, logits: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """logits [N, A], actions [N] -> log pi(a | s) [N] float32: log_softmax(logits)[a], shifted by the max
+        logit so exp cannot overflow."""
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        log_pi = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+        return np.take_along_axis(log_pi, actions[:, None].astype(np.intp), axis=-1)[:, 0].astype(np.float32)
+
     def mode(self, logits: np.ndarray) -> np.ndarray:
         """logits [N, A] -> the most likely actions [N] int32 (the greedy policy)."""
         return np.argmax(logits, axis=-1).astype(np.int32)

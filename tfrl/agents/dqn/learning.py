@@ -49,12 +49,6 @@ def check_distribution(config: DQNConfig, runtime: runtime_lib.Runtime) -> None:
         distribute.check_batch_split("batch_size", config.batch_size, runtime.local_replicas)
 
 
-def _keep_first_flags(flags, flagged_k, step_flags, k):
-    """(flags, k) of the first of the K gradient steps whose numerics flags are set; (0, 0) while none is."""
-    first = tf.logical_and(tf.equal(flags, 0), step_flags > 0)
-    return tf.where(tf.equal(flags, 0), step_flags, flags), tf.where(first, k, flagged_k)
-
-
 class DQNLearner:
     """Owns the online and target Q-networks, the optimizer and the train step.
 
@@ -165,7 +159,7 @@ class DQNLearner:
                                                                next_obs[k], q_t_target_all[k])
                 loss_sum += loss
                 q_sum += q_mean
-                flags, flagged_k = _keep_first_flags(flags, flagged_k, step_flags, k)
+                flags, flagged_k = numerics.keep_first_flags(flags, flagged_k, step_flags, k)
             return self._flat_output(loss_sum, q_sum, num_steps, flags, flagged_k)
 
     def _gradient_step(self, obs_tm1, a_tm1, r_t, discount_t, obs_t, q_t_target):
@@ -206,7 +200,7 @@ class DQNLearner:
             self.gradient_steps.assign_add(1)
             loss_sum += loss
             q_sum += q_mean
-            flags, flagged_k = _keep_first_flags(flags, flagged_k, step_flags, k)
+            flags, flagged_k = numerics.keep_first_flags(flags, flagged_k, step_flags, k)
         return self._flat_output(loss_sum, q_sum, num_steps, flags, flagged_k)
 
     def _flat_output(self, loss_sum, q_sum, num_steps, flags, flagged_k):
