@@ -3,8 +3,9 @@
     python benchmarks/compare.py --suite=a2c-cartpole --seeds=0,1,2
     python benchmarks/compare.py --suite=dqn-lunarlander --quick      # a smoke test of a couple of minutes
 
-Suites: dqn-lunarlander, a2c-lunarlander, dqn-cartpole, a2c-cartpole; each trains the rl-baselines3-zoo
-settings (the suite's `configs/*-sb3zoo.json` preset) with both libraries. Runs alternate A B A B
+Suites: dqn-lunarlander, a2c-lunarlander, ppo-lunarlander, dqn-cartpole, a2c-cartpole, ppo-cartpole; each
+trains the rl-baselines3-zoo settings (the suite's `configs/*-sb3zoo.json` preset; PPO's own presets are the zoo's)
+with both libraries. Runs alternate A B A B
 (tfrl seed 0, SB3 seed 0, tfrl seed 1, ...), one process at a time, so that machine drift hits both.
 Both get the same thread budget: --threads intra-op and inter-op threads (TF's thread settings,
 torch.set_num_threads / set_num_interop_threads).
@@ -67,6 +68,8 @@ SUITES = {
     "a2c-lunarlander": Suite("a2c", "LunarLander-v3", "a2c-lunarlander-sb3zoo"),
     "dqn-cartpole": Suite("dqn", "CartPole-v1", "dqn-cartpole-sb3zoo"),
     "a2c-cartpole": Suite("a2c", "CartPole-v1", "a2c-cartpole-sb3zoo"),
+    "ppo-lunarlander": Suite("ppo", "LunarLander-v3", "ppo-lunarlander"),
+    "ppo-cartpole": Suite("ppo", "CartPole-v1", "ppo-cartpole"),
 }
 
 # Both libraries: no periodic evaluations or checkpoints (SB3 does neither by default).
@@ -75,6 +78,7 @@ HARNESS_OVERRIDES = {"eval_interval": 0, "checkpoint_interval": 0}
 QUICK_OVERRIDES = {
     "dqn": {"total_env_steps": 3000, "log_interval": 500, "final_eval_episodes": 5},
     "a2c": {"total_env_steps": 4000, "log_interval": 1000, "final_eval_episodes": 5},
+    "ppo": {"total_env_steps": 4096, "log_interval": 1024, "final_eval_episodes": 5},
 }
 
 
@@ -130,6 +134,9 @@ def config_class(agent: str) -> type:
     if agent == "dqn":
         from tfrl.agents.dqn.config import DQNConfig
         return DQNConfig
+    if agent == "ppo":
+        from tfrl.agents.ppo.config import PPOConfig
+        return PPOConfig
     from tfrl.agents.a2c.config import A2CConfig
     return A2CConfig
 
@@ -256,6 +263,21 @@ def measure_floor(spec: RunSpec, calls: int, repeats: int) -> dict:
                                             info.num_actions, config.gamma, rng)
         wall, cpu = dqn_train_step.time_calls(lambda: learner.train(batch, False), calls, repeats)
         steps_per_call, run_steps = config.gradient_steps, config.total_gradient_steps
+    elif spec.agent == "ppo":
+        from tfrl.agents.ppo.learning import PPOLearner
+
+        learner = PPOLearner(config, info, runtime, seed=0)
+        b = config.num_envs * config.n_steps  # one update: n_epochs passes of b / batch_size minibatch steps
+        obs = rng.normal(size=(b, *info.obs_shape)).astype(np.float32)
+        actions = rng.integers(0, info.num_actions, size=b).astype(np.int32)
+        advantages, returns = rng.normal(size=b).astype(np.float32), rng.normal(size=b).astype(np.float32)
+        old_log_probs = np.full(b, -np.log(info.num_actions), np.float32)
+        # A call is hundreds of minibatch steps (1,024 with the LunarLander zoo settings): fewer calls suffice.
+        wall, cpu = dqn_train_step.time_calls(
+            lambda: learner.train(obs, actions, advantages, returns, old_log_probs, config.learning_rate,
+                                  config.clip_range), min(calls, 10), repeats, warmup=2)
+        steps_per_call = config.n_epochs * b // config.batch_size
+        run_steps = -(-config.total_env_steps // b) * steps_per_call
     else:
         from tfrl.agents.a2c.learning import A2CLearner
 

@@ -67,13 +67,37 @@ def a2c_kwargs(hp: dict) -> dict:
     activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[hp["activation"]]
     return dict(
         learning_rate=learning_rate, n_steps=hp["n_steps"], gamma=hp["gamma"], gae_lambda=hp["gae_lambda"],
-        ent_coef=hp["entropy_coef"], vf_coef=hp["value_coef"], max_grad_norm=hp["max_grad_norm"],
+        ent_coef=hp["entropy_coef"], vf_coef=hp["value_coef"], max_grad_norm=hp["max_grad_norm"] or float("inf"),
         normalize_advantage=hp["normalize_advantage"], use_rms_prop=True, rms_prop_eps=hp["rmsprop_eps"],
         policy_kwargs=dict(
             net_arch=dict(pi=list(hp["hidden_sizes"]), vf=list(hp["hidden_sizes"])), activation_fn=activation,
             # Given explicitly, because SB3 otherwise fixes alpha at 0.99 whatever rmsprop_decay says.
             optimizer_class=torch.optim.RMSprop,
             optimizer_kwargs=dict(alpha=hp["rmsprop_decay"], eps=hp["rmsprop_eps"], weight_decay=0)),
+    )
+
+
+def ppo_kwargs(hp: dict) -> dict:
+    """SB3 PPO arguments for tfrl PPOConfig fields; UsageError for settings SB3's PPO does not have."""
+    import torch
+
+    if hp["shared_torso"]:
+        raise UsageError("SB3 (2.x) has no shared actor-critic torso; compare with shared_torso=false")
+
+    def schedule(initial: float, kind: str):
+        if kind == "constant":
+            return initial
+        return lambda progress_remaining: progress_remaining * initial  # SB3's progress runs from 1 to 0
+
+    activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[hp["activation"]]
+    return dict(
+        learning_rate=schedule(hp["learning_rate"], hp["lr_schedule"]), n_steps=hp["n_steps"],
+        batch_size=hp["batch_size"], n_epochs=hp["n_epochs"], gamma=hp["gamma"], gae_lambda=hp["gae_lambda"],
+        clip_range=schedule(hp["clip_range"], hp["clip_range_schedule"]), ent_coef=hp["entropy_coef"],
+        vf_coef=hp["value_coef"], max_grad_norm=hp["max_grad_norm"] or float("inf"),  # tfrl's 0 = no clip
+        normalize_advantage=hp["normalize_advantage"],
+        policy_kwargs=dict(net_arch=dict(pi=list(hp["hidden_sizes"]), vf=list(hp["hidden_sizes"])),
+                           activation_fn=activation, optimizer_kwargs=dict(eps=hp["adam_eps"])),
     )
 
 
@@ -138,6 +162,8 @@ def main(argv):
         model = sb3.DQN("MlpPolicy", env, seed=seed, device="cpu", **dqn_kwargs(hp))
     elif spec["agent"] == "a2c":
         model = sb3.A2C("MlpPolicy", env, seed=seed, device="cpu", **a2c_kwargs(hp))
+    elif spec["agent"] == "ppo":
+        model = sb3.PPO("MlpPolicy", env, seed=seed, device="cpu", **ppo_kwargs(hp))
     else:
         raise UsageError(f"unknown agent {spec['agent']!r}")
     curve = TrainingCurve(hp["log_interval"])

@@ -570,6 +570,20 @@ def test_a_stop_request_checkpoints_and_the_next_run_continues_from_it(tmp_path,
     records = read_metrics(tmp_path / "metrics.jsonl")
     assert [r["env_step"] for r in records if r["kind"] == "resume"] == [expected_step]
     assert [r["env_step"] for r in records if r["kind"] == "train"] == list(range(200, 1201, 200))
+    if agent != "dqn":
+        # The learner's own update counter (PPO's minibatch orders are keyed by it) came back from the
+        # checkpoint: 1200 / 20 updates in all, not 1200 / 20 minus the 14 before the stop.
+        counters = {name: value for name, value in _newest_checkpoint_values(tmp_path).items()
+                    if name.startswith("updates/")}
+        assert list(counters.values()) == [60], counters
+
+
+def _newest_checkpoint_values(run_dir):
+    """{name: value} of every tensor of the run's newest TF checkpoint."""
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(run_dir / "checkpoints")))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
 # --- Ctrl-C -------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -148,6 +149,25 @@ def test_sb3_dqn_arguments_are_the_zoo_values():
     assert compare.run_specs("dqn-cartpole", [0], 1, False)[0].hparams["total_env_steps"] == 50_000
     with pytest.raises(UsageError, match="double_dqn"):
         sb3_runner.dqn_kwargs({**compare.run_specs("dqn-cartpole", [0], 1, False)[0].hparams, "double_dqn": True})
+
+
+def test_sb3_ppo_arguments_are_the_zoo_values(monkeypatch):
+    # torch is not a test dependency: a stand-in names the activation class the runner would pass.
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(nn=types.SimpleNamespace(Tanh="Tanh", ReLU="ReLU")))
+    lunar = sb3_runner.ppo_kwargs(compare.run_specs("ppo-lunarlander", [0], 1, False)[0].hparams)
+    assert {k: v for k, v in lunar.items() if k != "policy_kwargs"} == dict(
+        learning_rate=3e-4, n_steps=1024, batch_size=64, n_epochs=4, gamma=0.999, gae_lambda=0.98, clip_range=0.2,
+        ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, normalize_advantage=True)
+    assert lunar["policy_kwargs"] == {"net_arch": {"pi": [64, 64], "vf": [64, 64]}, "activation_fn": "Tanh",
+                                      "optimizer_kwargs": {"eps": 1e-5}}
+    assert compare.run_specs("ppo-lunarlander", [0], 1, False)[0].hparams["num_envs"] == 16
+    cartpole = sb3_runner.ppo_kwargs(compare.run_specs("ppo-cartpole", [0], 1, False)[0].hparams)
+    # Linear schedules: SB3 calls them with the progress remaining, 1 at the start and 0 at the end.
+    assert (cartpole["learning_rate"](1.0), cartpole["learning_rate"](0.25)) == (1e-3, 2.5e-4)
+    assert (cartpole["clip_range"](1.0), cartpole["clip_range"](0.5)) == (0.2, 0.1)
+    assert (cartpole["n_steps"], cartpole["batch_size"], cartpole["n_epochs"]) == (32, 256, 20)
+    with pytest.raises(UsageError, match="no shared actor-critic torso"):
+        sb3_runner.ppo_kwargs({**compare.run_specs("ppo-cartpole", [0], 1, False)[0].hparams, "shared_torso": True})
 
 
 def _run_compare_cli(args, hide_sb3=True):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import config as config_lib, numerics
+from tfrl import config as config_lib, evaluation, numerics, runs, serving
 from tfrl.agents.a2c.learning import normalized
 from tfrl.agents.a2c.networks import CategoricalHead
 from tfrl.agents.ppo.config import PPOConfig
@@ -72,7 +72,7 @@ def test_clipped_rows_give_no_policy_gradient_and_the_others_the_ratio_gradient(
     np.testing.assert_allclose(gradient, [[0, 0], [0, 0], [-0.375, 0.375], [0.25, -0.25]], atol=1e-6)
 
 
-def test_a_wide_clip_range_is_the_plain_policy_gradient_at_ratio_one():
+def test_with_pi_old_equal_to_pi_every_ratio_is_one_and_the_loss_is_the_plain_policy_gradient():
     # With pi_old = pi every ratio is 1: policy_loss = -mean(A) and nothing is clipped.
     case = {**SURROGATE_CASE, "old_log_probs": tf.fill([4], -LN2)}
     _, terms = ppo_loss(HEAD, **case, clip_range=0.2, value_coef=0.5, entropy_coef=0.0)
@@ -120,31 +120,36 @@ def _learner(seed: int = 0, runtime: Runtime | None = None, **overrides) -> PPOL
     return PPOLearner(config, TINY_ENV, runtime or _runtime(), seed=seed)
 
 
-def test_one_epoch_of_one_minibatch_is_one_adam_step_on_the_ppo_loss():
-    learner = _learner(max_grad_norm=0.5)
+@pytest.mark.parametrize("n_epochs, batch_size", [(1, 16), (2, 8)])
+def test_an_update_is_one_adam_step_per_minibatch_with_advantages_normalized_within_it(n_epochs, batch_size):
+    learner = _learner(seed=5, n_epochs=n_epochs, batch_size=batch_size, max_grad_norm=0.5)
     batch = _batch(16)
-    start = learner.network.get_weights()
-    # The same step by hand: a fresh copy of the network, normalized advantages, Keras Adam with the config's
-    # epsilon and clip. One minibatch holds every row, so its order does not change the mean.
+    # The same steps by hand: a fresh copy of the network and Keras Adam with the config's epsilon and clip, one
+    # step per minibatch in the orders minibatch_indices gives for (seed 5, update 0), each minibatch's
+    # advantages standardized with that minibatch's own mean and std.
     reference = keras.models.clone_model(learner.network)
-    reference.set_weights(start)
+    reference.set_weights(learner.network.get_weights())
     optimizer = keras.optimizers.Adam(1e-3, epsilon=1e-5, global_clipnorm=0.5)
-    with tf.GradientTape() as tape:
-        policy_params, values = reference(batch["obs"])
-        expected_loss, expected_terms = ppo_loss(learner.head, policy_params, values, batch["actions"],
-                                    normalized(tf.constant(batch["advantages"])), batch["returns"],
-                                    batch["old_log_probs"], 0.1, value_coef=0.5, entropy_coef=0.01)
-    optimizer.apply(tape.gradient(expected_loss, reference.trainable_variables), reference.trainable_variables)
+    expected = []
+    for rows in minibatch_indices(5, 0, n_epochs, 16, batch_size):
+        mb = {key: value[rows] for key, value in batch.items()}
+        advantages = (mb["advantages"] - mb["advantages"].mean()) / (mb["advantages"].std() + 1e-8)
+        with tf.GradientTape() as tape:
+            policy_params, values = reference(mb["obs"])
+            loss, terms = ppo_loss(learner.head, policy_params, values, mb["actions"], advantages, mb["returns"],
+                                   mb["old_log_probs"], 0.1, value_coef=0.5, entropy_coef=0.01)
+        optimizer.apply(tape.gradient(loss, reference.trainable_variables), reference.trainable_variables)
+        expected.append({"loss": float(loss), **{name: float(value) for name, value in terms.items()}})
 
     metrics, weights = learner.train(**batch, learning_rate=1e-3, clip_range=0.1)
-    assert metrics["loss"] == pytest.approx(float(expected_loss), rel=1e-5)
+    assert len(expected) == n_epochs * 16 // batch_size
+    for name in ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"):
+        assert metrics[name] == pytest.approx(np.mean([e[name] for e in expected]), rel=1e-5, abs=1e-7), name
     assert metrics["clip_range"] == pytest.approx(0.1)
-    for name in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"):
-        assert metrics[name] == pytest.approx(float(expected_terms[name]), rel=1e-5, abs=1e-7), name
     assert 0 < metrics["clip_fraction"] < 1  # the old log-probs are random: some rows clip at 0.1, some not
     for got, want in zip(weights, reference.get_weights()):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    assert int(learner.updates.numpy()) == 1 and int(learner.optimizer.iterations.numpy()) == 1
+    assert int(learner.updates.numpy()) == 1 and int(learner.optimizer.iterations.numpy()) == len(expected)
 
 
 def test_an_update_makes_n_epochs_times_minibatches_steps_and_its_orders_follow_the_seed():
@@ -163,7 +168,11 @@ def test_an_update_makes_n_epochs_times_minibatches_steps_and_its_orders_follow_
 def test_the_update_does_not_retrace_across_rollout_sizes_and_schedules():
     learner = _learner(batch_size=4)
     for rows, learning_rate, clip_range in ((16, 1e-3, 0.2), (8, 5e-4, 0.1), (32, 1e-7, 0.01)):
-        learner.train(**_batch(rows), learning_rate=learning_rate, clip_range=clip_range)
+        batch = _batch(rows)
+        learner.train(**batch, learning_rate=learning_rate, clip_range=clip_range)  # the concrete function
+        minibatches = minibatch_indices(0, 0, 1, rows, 4)
+        learner.train_step(*batch.values(), minibatches, np.float32(learning_rate), np.float32(clip_range))
+        learner.train_step(*batch.values(), minibatches, learning_rate, clip_range)  # Python floats too
     assert learner.train_step.experimental_get_tracing_count() == 1
 
 
@@ -201,10 +210,22 @@ def test_a_nan_advantage_stops_the_update_naming_the_loss_and_the_minibatch_step
     learner = _learner(n_epochs=2, batch_size=8)
     learner.train(**_batch(16), learning_rate=1e-3, clip_range=0.2)  # update 1: 4 finite steps
     batch = _batch(16)
-    batch["advantages"][:] = np.nan  # every minibatch of update 2, so its first step (the 5th in all) is flagged
+    # One NaN, in a row of the 2nd minibatch of update 2 (seed 0, update 1): standardized within that minibatch
+    # it makes the loss and gradients NaN there. Steps count from 1 over the run: 4 + 2 = 6.
+    batch["advantages"][minibatch_indices(0, 1, 2, 16, 8)[1][0]] = np.nan
     with pytest.raises(numerics.NonFiniteError) as raised:
         learner.train(**batch, learning_rate=1e-3, clip_range=0.2)
-    assert (raised.value.tensors, raised.value.gradient_step) == (["loss", "gradients"], 5)
+    assert (raised.value.tensors, raised.value.gradient_step) == (["loss", "gradients"], 6)
+
+
+def test_a_poisoned_value_weight_is_reported_as_non_finite_outputs():
+    learner = _learner()
+    kernel, bias = learner.network.get_layer("value_head").get_weights()
+    kernel[0, 0] = np.inf
+    learner.network.get_layer("value_head").set_weights([kernel, bias])
+    with pytest.raises(numerics.NonFiniteError) as raised:
+        learner.train(**_batch(16), learning_rate=1e-3, clip_range=0.2)
+    assert "policy logits or values" in raised.value.tensors and raised.value.gradient_step == 1
 
 
 # --- config and presets ----------------------------------------------------------------------------
@@ -214,6 +235,7 @@ def test_a_nan_advantage_stops_the_update_naming_the_loss_and_the_minibatch_step
     ({"clip_range": 0.0}, "clip_range must be > 0, got 0.0"),
     ({"n_epochs": 0}, "n_epochs must be > 0, got 0"),
     ({"clip_range_schedule": "cosine"}, "clip_range_schedule must be one of constant, linear, got 'cosine'"),
+    ({"batch_size": 1}, "batch_size must be > 1 with normalize_advantage"),
 ])
 def test_config_range_checks(overrides, message):
     with pytest.raises(ValueError, match=message):
@@ -250,6 +272,14 @@ def test_the_loop_learns_cartpole_and_logs_the_ppo_metrics(tmp_path):
     final = loop.train(config, "CartPole-v1", 0, _runtime(), tmp_path, progress_bar=False)
     assert final["kind"] == "final_eval" and final["env_step"] == 12_288 and final["updates"] == 48
     assert final["return_mean"] > 100, final
+    # The checkpoint loads as an exportable policy (tfrl.agents.ppo.policy) that replays the final evaluation.
+    (tmp_path / runs.CONFIG_FILE).write_text(json.dumps({"agent": "ppo", "env_id": "CartPole-v1", "seed": 0,
+                                                          "hparams": {}}))
+    loaded = runs.load_policy(tmp_path)
+    assert loaded.env_step == 12_288
+    policy = serving.traced_policy(loaded.policy.outputs, loaded.env.obs_shape)
+    replayed = evaluation.evaluate(policy, "CartPole-v1", 10, seed=evaluation.FINAL_SEED_OFFSET)
+    assert float(replayed.mean()) == pytest.approx(final["return_mean"])
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     train_records = [r for r in records if r["kind"] == "train"]
     assert [r["env_step"] for r in train_records] == [4096, 8192, 12288]

@@ -10,10 +10,11 @@ steps for PPO) also returns the weights that refresh the mirror. That is
 settings (8 envs, 5 steps). Off that path, each log line writes TensorBoard
 summaries (tfrl.metrics) and each evaluation runs the NumPy greedy policy.
 
-The agents differ only in their learner: `learner.update(rollout, learning_rate)`
-takes the flattened rollout (with the log-probabilities of the sampled actions,
-which PPO's ratio needs) and returns (metrics, weights). The config fields the
-loop reads are the same in A2CConfig and PPOConfig.
+The agents differ only in their learner: `learner.update(rollout, rollout_start,
+learning_rate)` takes the flattened rollout (with the log-probabilities of the
+sampled actions, which PPO's ratio needs) and the env step where the rollout
+started (the clock of every schedule), and returns (metrics, weights). The
+config fields the loop reads are the same in A2CConfig and PPOConfig.
 
 Checkpoints (tfrl.checkpoints) every `checkpoint_interval` env steps and at the
 end, always between updates, hold the learner's variables (network, optimizer,
@@ -33,7 +34,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from tfrl import best_policy, checkpoints, envs, evaluation, networks, numerics, shutdown
+from tfrl import best_policy, checkpoints, envs, evaluation, networks, numerics, schedules, shutdown
 from tfrl.agents.a2c.actor import A2CActor
 from tfrl.agents.a2c.learning import bootstrap_truncated, explained_variance, n_step_advantages
 from tfrl.deadlines import next_deadline
@@ -50,21 +51,9 @@ class Rollout(NamedTuple):
     log_probs: np.ndarray  # log pi_old(a_t | s_t) [B] float32, of the policy that acted
 
 
-def scheduled(value: float, schedule: str, env_step: int, total_env_steps: int) -> float:
-    """`value` under a schedule, for the update whose rollout starts at `env_step`.
-
-    "linear" falls from value to 0 over total_env_steps, like SB3's linear
-    schedule (which reads the progress after the rollout rather than before it:
-    a difference of one rollout, 40 env steps with SB3's A2C settings).
-    """
-    if schedule == "constant":
-        return value
-    return value * max(1.0 - env_step / total_env_steps, 0.0)
-
-
 def learning_rate_at(env_step: int, config) -> float:
     """Step size for the update whose rollout starts at `env_step` (config.lr_schedule)."""
-    return scheduled(config.learning_rate, config.lr_schedule, env_step, config.total_env_steps)
+    return schedules.scheduled(config.learning_rate, config.lr_schedule, env_step, config.total_env_steps)
 
 
 def train(make_learner: Callable, policy_module: ModuleType, config, env_id: str, seed: int, runtime: Runtime,
@@ -92,7 +81,7 @@ def train(make_learner: Callable, policy_module: ModuleType, config, env_id: str
     rollout_rewards = np.zeros((num_steps, num_envs), np.float32)  # r_t (+ gamma V(final obs) if truncated) [T, N]
     rollout_dones = np.zeros((num_steps, num_envs), np.float32)  # 1 if the episode ended at t [T, N]
     rollout_values = np.zeros((num_steps, num_envs), np.float32)  # V(s_t) [T, N]
-    rollout_log_probs = np.zeros((num_steps, num_envs), np.float32)  # log pi(a_t | s_t) [T, N]
+    rollout_policy_params = np.zeros((num_steps, num_envs, learner.head.num_params), np.float32)  # [T, N, P]
 
     obs = env.first_obs
     env_step = 0
@@ -121,13 +110,14 @@ def train(make_learner: Callable, policy_module: ModuleType, config, env_id: str
                 number = _save_checkpoint(checkpointer, env_step, updates,
                                           (next_log_at, next_eval_at, next_checkpoint_at), actor)
                 return {"kind": "stopped", "env_step": env_step, "checkpoint": number}
-            learning_rate = learning_rate_at(env_step, config)
+            rollout_start = env_step
+            learning_rate = learning_rate_at(rollout_start, config)
             for t in range(num_steps):
-                action, value, log_prob = actor.act(obs)
+                action, value, policy_params = actor.act(obs)
                 rollout_obs[t] = obs
                 rollout_actions[t] = action
                 rollout_values[t] = value
-                rollout_log_probs[t] = log_prob
+                rollout_policy_params[t] = policy_params
                 next_obs, reward, terminated, truncated, infos = env.step(action)
                 env_step += num_envs
                 done = terminated | truncated
@@ -146,9 +136,12 @@ def train(make_learner: Callable, policy_module: ModuleType, config, env_id: str
             last_value = actor.value(obs)  # V(s_T) [N]
             advantages, returns = n_step_advantages(rollout_rewards, rollout_values, rollout_dones, last_value,
                                                     config.gamma, config.gae_lambda)  # [T, N] each
+            actions = rollout_actions.reshape(-1)
+            # log pi_old(a|s) of the acting policy, once per rollout: one NumPy call, not one per vector step.
+            log_probs = learner.head.log_prob_numpy(rollout_policy_params.reshape(len(actions), -1), actions)
             train_metrics, weights = learner.update(Rollout(
-                rollout_obs.reshape(num_steps * num_envs, *info.obs_shape), rollout_actions.reshape(-1),
-                advantages.reshape(-1), returns.reshape(-1), rollout_log_probs.reshape(-1)), env_step, learning_rate)
+                rollout_obs.reshape(num_steps * num_envs, *info.obs_shape), actions, advantages.reshape(-1),
+                returns.reshape(-1), log_probs), rollout_start, learning_rate)
             mirror.update(weights)
             updates += 1
 

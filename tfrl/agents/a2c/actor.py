@@ -24,11 +24,10 @@ class A2CActor:
         return self._rng
 
     def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """obs [N, ...] -> (actions [N] sampled from pi(.|obs), V(obs) [N], log pi(actions|obs) [N]), from one
-        forward pass. PPO's ratio needs the log-probabilities of the policy that acted."""
+        """obs [N, ...] -> (actions [N] sampled from pi(.|obs), V(obs) [N], the policy params [N, P] they were
+        sampled from), from one forward pass. PPO's ratio needs log pi_old(a|s), which the params give."""
         policy_params, value = self._mirror(obs)
-        actions = self._head.sample(self._rng, policy_params)
-        return actions, value, self._head.log_prob_numpy(policy_params, actions)
+        return self._head.sample(self._rng, policy_params), value, policy_params
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         """V(obs) [N]: bootstraps the rollout's end and truncated episodes."""

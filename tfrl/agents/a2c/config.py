@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 from tfrl.config import require
+from tfrl.schedules import SCHEDULES
 
-LR_SCHEDULES = ("constant", "linear")
 OPTIMIZERS = ("rmsprop", "adam")
 ACTIVATIONS = ("tanh", "relu")
 
@@ -84,8 +84,8 @@ class A2CConfig:
         require(self.rmsprop_eps > 0, f"rmsprop_eps must be > 0, got {self.rmsprop_eps}")
         require(self.activation in ACTIVATIONS,
                 f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}")
-        require(self.lr_schedule in LR_SCHEDULES,
-                f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
+        require(self.lr_schedule in SCHEDULES,
+                f"lr_schedule must be one of {', '.join(SCHEDULES)}, got {self.lr_schedule!r}")
         require(self.optimizer in OPTIMIZERS,
                 f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         require(not self.keep_best_policy or (self.eval_interval > 0 and self.eval_episodes > 0),

@@ -85,7 +85,8 @@ def a2c_loss(head, policy_params, values, actions, advantages, returns, value_co
 
 
 def normalized(advantages):
-    """advantages [B] -> (A - mean) / (std + 1e-8) over the batch."""
+    """advantages [B] -> (A - mean) / (std + 1e-8) over the batch; the population std (SB3 divides by the
+    N-1 std, which makes its advantages 0.8 % smaller at B = 64)."""
     mean, variance = tf.nn.moments(advantages, axes=[0])
     return (advantages - mean) / (tf.sqrt(variance) + 1e-8)
 
@@ -158,12 +159,12 @@ class A2CLearner:
     def checkpoint_items(self) -> dict:
         return {"network": self.network, "optimizer": self.optimizer, "updates": self.updates}
 
-    def update(self, rollout, env_step: int, learning_rate: float) -> tuple[dict[str, float], list[np.ndarray]]:
+    def update(self, rollout, rollout_start: int, learning_rate: float) -> tuple[dict[str, float], list[np.ndarray]]:
         """The on-policy loop's call (tfrl.agents.on_policy_loop.Rollout): one gradient step on the rollout.
 
-        A2C needs neither the acting policy's log-probabilities nor env_step (it has no schedule of its own).
+        A2C needs neither the acting policy's log-probabilities nor rollout_start (it has no schedule of its own).
         """
-        del env_step
+        del rollout_start
         return self.train(rollout.obs, rollout.actions, rollout.advantages, rollout.returns, learning_rate)
 
     def train(self, obs: np.ndarray, actions: np.ndarray, advantages: np.ndarray, returns: np.ndarray,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 from tfrl.config import require
+from tfrl.schedules import SCHEDULES
 
-SCHEDULES = ("constant", "linear")
 ACTIVATIONS = ("tanh", "relu")
 
 
@@ -56,7 +56,8 @@ class PPOConfig:
     max_grad_norm: float = 0.5
     """Global gradient-norm clip of each minibatch step (0 disables)."""
     normalize_advantage: bool = True
-    """Standardize advantages to zero mean, unit std within each minibatch (as SB3)."""
+    """Standardize advantages to zero mean, unit std within each minibatch (as SB3, which divides by the N-1 std:
+    0.8 % apart at batch_size 64). Needs batch_size > 1: one row would always standardize to 0."""
     eval_interval: int = 50_000
     """Env steps between greedy evaluations (0 disables periodic evaluation)."""
     eval_episodes: int = 10
@@ -83,6 +84,8 @@ class PPOConfig:
         require(rollout % self.batch_size == 0,
                 f"num_envs * n_steps = {rollout} must be a multiple of batch_size = {self.batch_size}, "
                 "so that every transition is in one minibatch per epoch")
+        require(self.batch_size > 1 or not self.normalize_advantage,
+                "batch_size must be > 1 with normalize_advantage: one row always standardizes to 0")
         require(len(self.hidden_sizes) > 0 and all(h > 0 for h in self.hidden_sizes),
                 f"hidden_sizes must be positive layer sizes, got {self.hidden_sizes}")
         require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")

@@ -22,17 +22,20 @@ run shuffles the same way.
 
 from __future__ import annotations
 
+import contextlib
+
 import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import distribute, numerics, runtime as runtime_lib
+from tfrl import distribute, numerics, runtime as runtime_lib, schedules
 from tfrl.agents.a2c.learning import normalized
 from tfrl.agents.a2c.networks import make_head, make_network
-from tfrl.agents.on_policy_loop import scheduled
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.envs import EnvInfo
 
+# Each logged as its mean over all of an update's minibatch steps (SB3 logs approx_kl and the loss of the last
+# epoch or step only).
 METRICS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm")
 
 
@@ -75,7 +78,8 @@ def check_distribution(config: PPOConfig, runtime: runtime_lib.Runtime) -> None:
 
 
 def _make_optimizer(config: PPOConfig) -> keras.optimizers.Optimizer:
-    # Keras adds epsilon to sqrt(v) like PyTorch (after its bias correction is folded into the step size).
+    # Keras adds epsilon to the uncorrected sqrt(v) (its bias correction is folded into the step size), PyTorch
+    # to the corrected one: the same eps weighs more in Keras' first steps, until the correction fades.
     return keras.optimizers.Adam(config.learning_rate, epsilon=config.adam_eps,
                                  global_clipnorm=config.max_grad_norm or None)
 
@@ -87,8 +91,8 @@ class PPOLearner:
     tf.train.Checkpoint of `checkpoint_items()` saves it; `updates` also keys the minibatch shuffles.
 
     Under a tf.distribute strategy (runtime.strategy) the variables are mirrored, and each minibatch step
-    splits the worker's minibatch across its replicas (tfrl.distribute). Every worker shuffles its own rollout
-    the same way and takes the same number of steps, so the all-reduces stay in step.
+    splits the worker's minibatch across its replicas (tfrl.distribute). Each worker shuffles its own rollout
+    (with its own seed), and all take the same number of minibatch steps, so the all-reduces stay in step.
     """
 
     def __init__(self, config: PPOConfig, env: EnvInfo, runtime: runtime_lib.Runtime, seed: int):
@@ -138,10 +142,11 @@ class PPOLearner:
     def checkpoint_items(self) -> dict:
         return {"network": self.network, "optimizer": self.optimizer, "updates": self.updates}
 
-    def update(self, rollout, env_step: int, learning_rate: float) -> tuple[dict[str, float], list[np.ndarray]]:
-        """The on-policy loop's call (tfrl.agents.on_policy_loop.Rollout); env_step sets the clip range."""
-        clip_range = scheduled(self.config.clip_range, self.config.clip_range_schedule, env_step,
-                               self.config.total_env_steps)
+    def update(self, rollout, rollout_start: int, learning_rate: float) -> tuple[dict[str, float], list[np.ndarray]]:
+        """The on-policy loop's call (tfrl.agents.on_policy_loop.Rollout). The clip range follows its schedule
+        from rollout_start, the env step where the rollout began, as the loop's learning rate does."""
+        clip_range = schedules.scheduled(self.config.clip_range, self.config.clip_range_schedule, rollout_start,
+                                         self.config.total_env_steps)
         return self.train(rollout.obs, rollout.actions, rollout.advantages, rollout.returns, rollout.log_probs,
                           learning_rate, clip_range)
 
@@ -177,7 +182,8 @@ class PPOLearner:
 
         The flags (tfrl.numerics) are those of the first minibatch step with a NaN or Inf, 0 if there is none.
         """
-        with tf.device(self._device):
+        # One device without a strategy; under one, the strategy places each replica's work.
+        with tf.device(self._device) if self._strategy is None else contextlib.nullcontext():
             self.optimizer.learning_rate.assign(learning_rate)
             self._clip_range.assign(clip_range)
             num_steps = tf.shape(minibatches)[0]
