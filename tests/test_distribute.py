@@ -1,13 +1,14 @@
 """Tests for tfrl.distribute and the --strategy flags.
 
-Every subprocess of this file (6: TF's import alone costs ~5 s of CPU each) starts at once, in the module
-fixture `launches`; each test waits for the one it checks.
+Every subprocess of this file (two worker pairs, the equivalence script, a mirrored run and the bad-input
+launches; TF's import alone costs ~5 s of CPU each) starts at once, in the module fixture `launches`; each
+test waits for the one it checks.
 
 - Flag and TF_CONFIG validation: pure, no TF device touched.
 - Mirrored on two logical CPU devices makes the same update as one device, for DQN, A2C and PPO (a subprocess:
   logical devices must be configured before TF initializes).
 - Two local worker processes with TF_CONFIG on loopback ports run scripts/train.py and end with identical
-  variables; only the chief wrote files. Every subprocess has a timeout, so a hang fails instead of blocking.
+  variables; only the chief wrote files (DQN, and a second pair for PPO). Every subprocess has a timeout, so a hang fails instead of blocking.
 - An A2C run under mirrored through scripts/train.py checkpoints and exports.
 - Bad combinations through scripts/train.py exit with code 2 and write nothing.
 """
@@ -377,11 +378,39 @@ def test_only_the_chief_wrote_files(two_workers):
     assert (chief_dir / "saved_models" / "dqn-CartPole-v1" / "1" / "saved_model.pb").exists()
     assert not (root / "run1").exists()  # the worker's --run_dir: never created
     assert not (root / "bad").exists()
-    # Nothing else in the workers' working directory (mirrored_a2c: the single-process mirrored run's).
-    assert sorted(p.name for p in root.iterdir() if p.name != "mirrored_a2c") == ["run0", "tmp0", "tmp1"]
+    # Nothing else in the workers' working directory (mirrored_a2c: the single-process mirrored run's;
+    # ppo_workers: the PPO pair's own working directory).
+    assert sorted(p.name for p in root.iterdir() if p.name not in ("mirrored_a2c", "ppo_workers")) == [
+        "run0", "tmp0", "tmp1"]
     assert list((root / "tmp1").iterdir()) == []  # the worker's temporary checkpoints are gone
     assert "run_dir=none (not the chief)" in outputs[1][1]
     assert "exported:" in outputs[0][1] and "exported:" not in outputs[1][1]
+
+
+# PPO: each worker shuffles its own 200-row rollouts; 8 updates of 2 epochs x 4 minibatch steps, all all-reduced.
+_PPO_WORKER_ARGS = [
+    "--agent=ppo", "--env=CartPole-v1", "--strategy=multi_worker", "--preset=none", "--seed=3",
+    "--hp=total_env_steps=1600", "--hp=hidden_sizes=16", "--hp=num_envs=2", "--hp=n_steps=100",
+    "--hp=batch_size=50", "--hp=n_epochs=2", "--hp=log_interval=800", "--hp=eval_interval=0",
+    "--hp=final_eval_episodes=2", "--hp=checkpoint_interval=800",
+]
+
+
+def test_two_ppo_workers_end_with_identical_variables_and_only_the_chief_writes(launches):
+    outputs = [launches.result(f"ppo_worker{index}") for index in range(2)]
+    digests = {}
+    for returncode, stdout, stderr in outputs:
+        assert returncode == 0, stderr[-3000:]
+        (task, digest), = _DIGEST.findall(stdout)
+        digests[task] = digest
+    assert digests["worker:0"] == digests["worker:1"]
+    ppo_root = launches.root / "ppo_workers"
+    assert distribute.checkpoint_digest(ppo_root / "run0" / "checkpoints" / "ckpt-2") == digests["worker:0"]
+    assert not (ppo_root / "run1").exists() and list((ppo_root / "tmp1").iterdir()) == []
+    # Each worker played its own episodes: their first logged training returns differ.
+    returns = [re.search(r"\[train\] env_step=800 .*episode_return_mean=(\S+)", stderr).group(1)
+               for _, _, stderr in outputs]
+    assert returns[0] != returns[1]
 
 
 # --- mirrored through scripts/train.py ------------------------------------------------------
@@ -469,6 +498,15 @@ def launches(tmp_path_factory):
         temp_dir.mkdir()
         launches.start(f"worker{index}", [sys.executable, TRAIN, *_WORKER_ARGS, f"--run_dir={root / f'run{index}'}"],
                        env=_env(_tf_config(addresses, index), TMPDIR=str(temp_dir)), cwd=root)
+    ppo_root = root / "ppo_workers"  # apart from the DQN pair's directory, whose listing a test checks
+    ppo_root.mkdir()
+    ppo_addresses = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    for index in range(2):
+        temp_dir = ppo_root / f"tmp{index}"
+        temp_dir.mkdir()
+        launches.start(f"ppo_worker{index}",
+                       [sys.executable, TRAIN, *_PPO_WORKER_ARGS, f"--run_dir={ppo_root / f'run{index}'}"],
+                       env=_env(_tf_config(ppo_addresses, index), TMPDIR=str(temp_dir)), cwd=ppo_root)
     launches.start("equivalence", [sys.executable, "-c", textwrap.dedent(_EQUIVALENCE_SCRIPT)], env=_env(),
                    cwd=REPO_ROOT)
     launches.start("mirrored_a2c", [sys.executable, TRAIN, *_MIRRORED_A2C_ARGS, f"--run_dir={root / 'mirrored_a2c'}"],
