@@ -19,7 +19,10 @@ from __future__ import annotations
 import json
 import pathlib
 
-from absl import app, flags
+from absl import flags
+
+from tfrl import cli
+from tfrl.errors import UsageError
 
 flags.DEFINE_string("run_dir", None, "The training run whose checkpoints are evaluated.")
 flags.DEFINE_integer("episodes", 100, "Greedy episodes per checkpoint and seed set.", lower_bound=1)
@@ -34,7 +37,7 @@ def checkpoint_curve(run_dir: pathlib.Path, episodes: int) -> list[dict]:
     run_config, _ = runs.read_config(run_dir)
     numbers = sorted(checkpoints.Checkpointer(run_dir, {}).numbers())
     if not numbers:
-        raise app.UsageError(f"{run_dir} has no checkpoint")
+        raise UsageError(f"--run_dir: {run_dir} has no checkpoint")
     rows = []
     for number in numbers:
         loaded = runs.load_policy(run_dir, number)
@@ -48,9 +51,9 @@ def checkpoint_curve(run_dir: pathlib.Path, episodes: int) -> list[dict]:
 
 
 def main(argv):
-    del argv
+    cli.no_extra_args(argv)
     if not FLAGS.run_dir or not pathlib.Path(FLAGS.run_dir).is_dir():
-        raise app.UsageError(f"--run_dir must be a run directory, got {FLAGS.run_dir!r}")
+        raise UsageError(f"--run_dir must be a run directory, got {FLAGS.run_dir!r}")
     rows = checkpoint_curve(pathlib.Path(FLAGS.run_dir), FLAGS.episodes)
     for row in rows:
         print(json.dumps(row), flush=True)
@@ -66,4 +69,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)  # bad input: one line, exit code 2

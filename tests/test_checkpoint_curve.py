@@ -6,11 +6,13 @@ The curve's "periodic" column must equal what the loop's own periodic evaluation
 
 import json
 import pathlib
+import subprocess
 import sys
 
 import pytest
 
 from tfrl import runs, runtime as runtime_lib
+from tfrl.errors import UsageError
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
@@ -45,3 +47,21 @@ def test_the_curve_of_a_run_that_kept_every_checkpoint_matches_its_own_evaluatio
     for row in rows:
         assert row["periodic_return_mean"] == pytest.approx(evals[row["env_step"]]), row
     assert rows[-1]["final_return_mean"] == pytest.approx(final["return_mean"])
+
+
+def test_a_missing_run_dir_exits_2_with_one_line_and_writes_nothing(tmp_path):
+    out = tmp_path / "rows.jsonl"
+    completed = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "benchmarks" / "checkpoint_curve.py"), f"--run_dir={tmp_path / 'nope'}",
+         f"--out={out}"], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr.strip().splitlines()[-1] == (
+        f"checkpoint_curve.py: error: --run_dir must be a run directory, got '{tmp_path / 'nope'}'")
+    assert "Traceback" not in completed.stderr and not out.exists()
+
+
+def test_a_run_without_checkpoints_is_a_usage_error(tmp_path):
+    (tmp_path / runs.CONFIG_FILE).write_text(json.dumps({"agent": "a2c", "env_id": "CartPole-v1", "seed": SEED,
+                                                          "hparams": {}}))
+    with pytest.raises(UsageError, match="--run_dir: .* has no checkpoint"):
+        checkpoint_curve.checkpoint_curve(tmp_path, episodes=1)
