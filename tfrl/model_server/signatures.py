@@ -339,18 +339,19 @@ def tf_serving_decimals(values: np.ndarray) -> np.ndarray:
     without one (1234570.0 where TF Serving writes 1.23457e+06: the same number).
     """
     exact = values.astype(np.float64)
-    result = exact.copy()
-    pending = np.isfinite(exact) & (exact != 0)  # zeros, NaN and Infinity are written as they are
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        magnitude = np.floor(np.log10(np.abs(np.where(pending, exact, 1.0))))
-        for digits in (6, 9):
-            places = digits - 1 - magnitude  # decimal places that keep `digits` significant digits
-            scale = 10.0 ** np.abs(places)  # exact up to 1e22
-            rounded = np.where(places >= 0, np.round(exact * scale) / scale, np.round(exact / scale) * scale)
-            accepted = pending & (rounded.astype(np.float32) == values)
-            result[accepted] = rounded[accepted]
-            pending &= ~accepted
-    return result
+    finite = np.isfinite(exact) & (exact != 0)  # zeros, NaN and Infinity are written as they are
+    magnitude = np.floor(np.log10(np.abs(np.where(finite, exact, 1.0))))  # the decimal exponent of each value
+    six, nine = (_round_to_significant_digits(exact, magnitude, digits) for digits in (6, 9))
+    return np.where(~finite, exact, np.where(six.astype(np.float32) == values, six,
+                                             np.where(nine.astype(np.float32) == values, nine, exact)))
+
+
+def _round_to_significant_digits(exact: np.ndarray, magnitude: np.ndarray, digits: int) -> np.ndarray:
+    """Each value rounded to `digits` significant digits, as the float64 nearest that decimal: the rounded
+    integer is exact, and one division (or product) by an exact power of ten rounds once."""
+    places = digits - 1 - magnitude
+    scale = 10.0 ** np.abs(places)
+    return np.where(places >= 0, np.round(exact * scale) / scale, np.round(exact / scale) * scale)
 
 
 def _bytes_to_json(value: bytes, binary: bool) -> Any:
