@@ -342,6 +342,7 @@ def tf_serving_decimals(values: np.ndarray) -> np.ndarray:
     finite = np.isfinite(exact) & (exact != 0)  # zeros, NaN and Infinity are written as they are
     magnitude = np.floor(np.log10(np.abs(np.where(finite, exact, 1.0))))  # the decimal exponent of each value
     six, nine = (_round_to_significant_digits(exact, magnitude, digits) for digits in (6, 9))
+    # The casts back cannot overflow: both roundings stay within half a float32 ulp of float32's maximum.
     return np.where(~finite, exact, np.where(six.astype(np.float32) == values, six,
                                              np.where(nine.astype(np.float32) == values, nine, exact)))
 
