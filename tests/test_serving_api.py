@@ -6,11 +6,9 @@ of different dtypes and two outputs. After each bad request the server must stil
 """
 
 import ast
-import http.client
 import json
 import pathlib
 import random
-import warnings
 
 import keras
 import numpy as np
@@ -123,53 +121,6 @@ def test_row_and_columnar_formats_with_one_input_and_one_output(half):
         200, {"outputs": [[4.5, 5.0]]})
     assert half.predict("half", {"instances": [{"x": [1.0, 2.0]}]}) == (200, {"predictions": [[3.5, 4.0]]})
     assert half.predict("half", {"inputs": {"x": [[1, 2]]}}) == (200, {"outputs": [[3.5, 4.0]]})  # ints are numbers
-
-
-def _tf_serving_text(value: np.float32) -> str:
-    """How TF Serving writes a float32 (WriteDecimal in tensorflow_serving/util/json_tensor.cc): absl::StrCat's
-    six significant digits (printf's %g) if they parse back to the same float32, else %.9g; whole numbers get
-    '.0'."""
-    text = "%g" % value
-    if np.float32(text) != value:
-        text = "%.9g" % value
-    return text + ".0" if "." not in text and "e" not in text else text
-
-
-def test_float32_outputs_are_written_as_tf_serving_writes_them():
-    from tfrl.model_server.signatures import tf_serving_decimals
-
-    # By hand: 0.2f = 0.20000000298023224 -> "0.2"; 0.123456789f = 0.12345679104328156: "0.123457" parses to
-    # another float32, so nine digits "0.123456791"; 5 -> "5.0"; 3e-05 keeps %g's exponent.
-    values = np.array([0.2, 0.123456789, 5.0, -2.5, 3e-05, 123.456, 0.0, 999999.5], np.float32)
-    assert [json.dumps(v) for v in tf_serving_decimals(values).tolist()] == [
-        "0.2", "0.123456791", "5.0", "-2.5", "3e-05", "123.456", "0.0", "999999.5"]
-    assert json.dumps(tf_serving_decimals(np.array([np.nan, np.inf, -np.inf], np.float32)).tolist()) == (
-        "[NaN, Infinity, -Infinity]")
-    # float32's largest values: rounded to six or nine digits they stay below the largest float32 plus half an
-    # ulp, so the cast back neither overflows nor warns, and the value comes back. (Beyond 1e22 the digits may
-    # differ from TF Serving's: the docstring says so.)
-    largest = np.array([np.finfo(np.float32).max, np.nextafter(np.finfo(np.float32).max, 0, dtype=np.float32)])
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        written = tf_serving_decimals(largest.astype(np.float32))
-    np.testing.assert_array_equal(np.array(json.loads(json.dumps(written.tolist())), np.float32), largest)
-    # 20,000 values over 12 orders of magnitude: the same text as TF Serving's, and the same float32 back.
-    rng = np.random.default_rng(0)
-    values = (rng.normal(size=20_000) * 10.0 ** rng.integers(-6, 6, size=20_000)).astype(np.float32)
-    written = tf_serving_decimals(values)
-    assert [json.dumps(v) for v in written.tolist()] == [_tf_serving_text(v) for v in values]
-    np.testing.assert_array_equal(written.astype(np.float32), values)
-
-
-def test_the_response_body_carries_tf_serving_s_float_text(half):
-    # y = 0.5 * 0.2 + 3 in float32 is 3.0999999046325684; TF Serving writes 3.1.
-    connection = http.client.HTTPConnection("127.0.0.1", half.port, timeout=30)
-    try:
-        connection.request("POST", "/v1/models/half:predict", body=json.dumps({"instances": [[0.2, 1.0]]}))
-        response = connection.getresponse()
-        assert (response.status, response.read().decode()) == (200, '{"predictions": [[3.1, 3.5]]}')
-    finally:
-        connection.close()
 
 
 def test_versions_and_labels_route_to_their_version(half):

@@ -322,37 +322,11 @@ def _to_json(name: str, array: np.ndarray) -> Any:
     if array.dtype == object or array.dtype.kind == "S":  # DT_STRING
         binary = name.endswith("_bytes")
         return _map_nested(array.tolist(), lambda b: _bytes_to_json(b, binary))
-    if array.dtype.kind == "f" and array.dtype.itemsize <= 4:  # float16, bfloat16 and float32: as TF Serving
-        return tf_serving_decimals(array.astype(np.float32)).tolist()
-    return array.tolist()  # NaN and Infinity are written as such, as TF Serving does
-
-
-def tf_serving_decimals(values: np.ndarray) -> np.ndarray:
-    """float32 values -> the float64s of the decimals TF Serving writes for them, so that json.dumps prints
-    0.2f as 0.2 (TF Serving's text) rather than 0.20000000298023224 (the float64 equal to 0.2f).
-
-    TF Serving's WriteDecimal (tensorflow_serving/util/json_tensor.cc) writes absl::StrCat(v), six significant
-    digits, when that parses back to the same float32, else "%.9g". Rounding is done here in float64 arithmetic,
-    vectorized: the result always parses back to the same float32 (or it is the exact float64 of the value), but
-    in rare ties, and outside about 1e-14 < |v| < 1e22 where powers of ten are inexact, the digits may differ
-    from TF Serving's. Python prints |v| >= 1e16 and < 1e-4 with an exponent, as %g does, but 1e6 <= |v| < 1e16
-    without one (1234570.0 where TF Serving writes 1.23457e+06: the same number).
-    """
-    exact = values.astype(np.float64)
-    finite = np.isfinite(exact) & (exact != 0)  # zeros, NaN and Infinity are written as they are
-    magnitude = np.floor(np.log10(np.abs(np.where(finite, exact, 1.0))))  # the decimal exponent of each value
-    six, nine = (_round_to_significant_digits(exact, magnitude, digits) for digits in (6, 9))
-    # The casts back cannot overflow: both roundings stay within half a float32 ulp of float32's maximum.
-    return np.where(~finite, exact, np.where(six.astype(np.float32) == values, six,
-                                             np.where(nine.astype(np.float32) == values, nine, exact)))
-
-
-def _round_to_significant_digits(exact: np.ndarray, magnitude: np.ndarray, digits: int) -> np.ndarray:
-    """Each value rounded to `digits` significant digits, as the float64 nearest that decimal: the rounded
-    integer is exact, and one division (or product) by an exact power of ten rounds once."""
-    places = digits - 1 - magnitude
-    scale = 10.0 ** np.abs(places)
-    return np.where(places >= 0, np.round(exact * scale) / scale, np.round(exact / scale) * scale)
+    if array.dtype.kind == "f" and array.dtype.itemsize < 4:  # float16, bfloat16: tolist gives no Python floats
+        array = array.astype(np.float32)
+    # float32 values are printed as the float64 they equal (0.1f -> 0.10000000149011612): the same float32
+    # when parsed back. NaN and Infinity are written as such, as TF Serving does.
+    return array.tolist()
 
 
 def _bytes_to_json(value: bytes, binary: bool) -> Any:
