@@ -50,6 +50,12 @@ def keep_first_flags(flags, flagged_step, step_flags, step):
     return tf.where(tf.equal(flags, 0), step_flags, flags), tf.where(first, step, flagged_step)
 
 
+def gradients_to_check(grads, optimizer):
+    """The gradients the guard checks: none under loss scaling, where an overflowing scaled gradient is expected
+    (the LossScaleOptimizer skips that step and lowers its scale)."""
+    return None if isinstance(optimizer, keras.optimizers.LossScaleOptimizer) else grads
+
+
 def unscaled_gradient_norm(grads: Sequence[tf.Tensor], optimizer) -> tf.Tensor:
     """The global norm of `grads` divided by the loss scale (1 without one): the norm before clipping.
 

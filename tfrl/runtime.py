@@ -102,6 +102,16 @@ def optimizer_for_policy(optimizer, policy_name: str):
     return optimizer
 
 
+def built_optimizer(optimizer, variables, policy_name: str):
+    """`optimizer` for the precision policy (optimizer_for_policy), built on `variables`.
+
+    Call it inside the runtime's strategy scope: slots built at the first step would live outside it.
+    """
+    optimizer = optimizer_for_policy(optimizer, policy_name)
+    optimizer.build(variables)
+    return optimizer
+
+
 def _parse_device(device: str) -> tuple[str, int | None]:
     """"gpu:1" -> ("gpu", 1); "cpu" -> ("cpu", None)."""
     match = _DEVICE_PATTERN.fullmatch(device)

@@ -129,9 +129,8 @@ class A2CLearner:
         with runtime.scope():
             self.network = make_network(config, env, self.head)
             optimizer = _make_optimizer(config)
-            self._loss_scaling = runtime_lib.loss_scaling_needed(runtime.options.mixed_precision)
-            self.optimizer = runtime_lib.optimizer_for_policy(optimizer, runtime.options.mixed_precision)
-            self.optimizer.build(self.network.trainable_variables)
+            self.optimizer = runtime_lib.built_optimizer(optimizer, self.network.trainable_variables,
+                                                         runtime.options.mixed_precision)
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
         if self._strategy is None:
             step, jit_compile = self._train_step, runtime.options.xla
@@ -210,8 +209,7 @@ class A2CLearner:
         grad_norm = numerics.unscaled_gradient_norm(grads, self.optimizer)
         metrics = dict(metrics)
         outputs_sum = metrics.pop("outputs_sum")
-        # Under loss scaling an overflowing (scaled) gradient is expected: the optimizer skips that step.
-        flags = numerics.non_finite_flags(metrics["loss"], None if self._loss_scaling else [grad_norm],
+        flags = numerics.non_finite_flags(metrics["loss"], numerics.gradients_to_check([grad_norm], self.optimizer),
                                           [outputs_sum])
         self.optimizer.apply(grads, variables)
         self.updates.assign_add(1)

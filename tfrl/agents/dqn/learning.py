@@ -79,9 +79,8 @@ class DQNLearner:
                     config.learning_rate, decay_steps=max(1, config.total_gradient_steps),
                     end_learning_rate=config.learning_rate * config.final_learning_rate_fraction)
             optimizer = keras.optimizers.Adam(learning_rate, global_clipnorm=config.max_grad_norm or None)
-            self._loss_scaling = runtime_lib.loss_scaling_needed(runtime.options.mixed_precision)
-            self.optimizer = runtime_lib.optimizer_for_policy(optimizer, runtime.options.mixed_precision)
-            self.optimizer.build(self.online.trainable_variables)
+            self.optimizer = runtime_lib.built_optimizer(optimizer, self.online.trainable_variables,
+                                                         runtime.options.mixed_precision)
             self.gradient_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
         self._obs_shape = tuple(env.obs_shape)
         self._obs_size = int(np.prod(env.obs_shape))
@@ -164,8 +163,7 @@ class DQNLearner:
 
     def _gradient_step(self, obs_tm1, a_tm1, r_t, discount_t, obs_t, q_t_target):
         grads, loss, q_mean, q_tm1 = self._gradients(obs_tm1, a_tm1, r_t, discount_t, obs_t, q_t_target)
-        # Under loss scaling an overflowing (scaled) gradient is expected: the optimizer skips that step.
-        flags = numerics.non_finite_flags(loss, None if self._loss_scaling else grads, [q_tm1])
+        flags = numerics.non_finite_flags(loss, numerics.gradients_to_check(grads, self.optimizer), [q_tm1])
         self.optimizer.apply(grads, self.online.trainable_variables)
         self.gradient_steps.assign_add(1)
         return loss, q_mean, flags
@@ -195,7 +193,7 @@ class DQNLearner:
             grads, loss, q_mean = distribute.replica_mean(self._strategy, self._local_replicas,
                                                           self._replica_gradients_fn, packed[k])
             # A NaN or Inf on any replica survives the mean, so the reduced values carry the guard.
-            step_flags = numerics.non_finite_flags(loss, None if self._loss_scaling else grads, [q_mean])
+            step_flags = numerics.non_finite_flags(loss, numerics.gradients_to_check(grads, self.optimizer), [q_mean])
             self.optimizer.apply(grads, self.online.trainable_variables)  # cross-replica context: no second all-reduce
             self.gradient_steps.assign_add(1)
             loss_sum += loss

@@ -106,9 +106,8 @@ class PPOLearner:
         with runtime.scope():
             self.network = make_network(config, env, self.head)
             optimizer = _make_optimizer(config)
-            self._loss_scaling = runtime_lib.loss_scaling_needed(runtime.options.mixed_precision)
-            self.optimizer = runtime_lib.optimizer_for_policy(optimizer, runtime.options.mixed_precision)
-            self.optimizer.build(self.network.trainable_variables)
+            self.optimizer = runtime_lib.built_optimizer(optimizer, self.network.trainable_variables,
+                                                         runtime.options.mixed_precision)
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
             # A variable rather than an argument of the per-replica function, which shards its arguments.
             self._clip_range = tf.Variable(config.clip_range, dtype=tf.float32, trainable=False, name="clip_range")
@@ -221,8 +220,7 @@ class PPOLearner:
         """One optimizer step -> (this step's METRICS [7], its numerics flags)."""
         variables = self.network.trainable_variables
         grad_norm = numerics.unscaled_gradient_norm(grads, self.optimizer)
-        # Under loss scaling an overflowing (scaled) gradient is expected: the optimizer skips that step.
-        flags = numerics.non_finite_flags(terms["loss"], None if self._loss_scaling else [grad_norm],
+        flags = numerics.non_finite_flags(terms["loss"], numerics.gradients_to_check([grad_norm], self.optimizer),
                                           [terms["outputs_sum"]])
         self.optimizer.apply(grads, variables)
         values = {**terms, "grad_norm": grad_norm}
