@@ -20,6 +20,8 @@ import pytest
 
 from tfrl.metrics import TIMING_FIELDS
 
+import behaviour_digests
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 TRAIN = str(REPO_ROOT / "scripts" / "train.py")
 
@@ -39,16 +41,17 @@ class Launch:
         return [line for line in self.stderr.splitlines() if line.strip() and not _TF_NOISE.match(line)]
 
 
-def _launch(args, run_dir):
+def _launch(args, run_dir, env=None):
     """Runs train.py with --run_dir=run_dir, unless args set --run_dir; "{tmp}" in args is run_dir's parent,
-    which holds a regular file named a_file."""
+    which holds a regular file named a_file. env: the environment (default: this one, TF's C++ logs quiet)."""
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     (run_dir.parent / "a_file").write_text("not a directory\n")
     args = [arg.replace("{tmp}", str(run_dir.parent)) for arg in args]
     if not any(arg.startswith("--run_dir=") for arg in args):
         args.append(f"--run_dir={run_dir}")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    env.pop("KERAS_BACKEND", None)
+    if env is None:
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        env.pop("KERAS_BACKEND", None)
     completed = subprocess.run([sys.executable, TRAIN, *args], capture_output=True,
                                text=True, cwd=REPO_ROOT, env=env, timeout=300)
     return Launch(completed.returncode, completed.stdout, completed.stderr, run_dir)
@@ -63,23 +66,10 @@ LEARNING_ARGS = [
 ]
 RANDOM_POLICY_RETURN = 22  # CartPole-v1 under uniformly random actions, averaged over many episodes
 
-# Short CartPole runs with --deterministic (a few thousand env steps, tiny networks), launched twice each:
-# enough updates, evaluations and checkpoints for every seeded thing to show in the numbers.
-REPRODUCIBLE_ARGS = {
-    "dqn": ["--agent=dqn", "--env=CartPole-v1", "--preset=none", "--seed=3", "--deterministic", "--export_base_path=",
-            "--hp=total_env_steps=2000", "--hp=hidden_sizes=16,16", "--hp=learning_starts=200",
-            "--hp=gradient_steps=1", "--hp=batch_size=32", "--hp=replay_capacity=2000",
-            "--hp=target_update_period=100", "--hp=log_interval=500", "--hp=eval_interval=1000",
-            "--hp=eval_episodes=2", "--hp=final_eval_episodes=3", "--hp=checkpoint_interval=1000"],
-    "a2c": ["--agent=a2c", "--env=CartPole-v1", "--preset=none", "--seed=3", "--deterministic", "--export_base_path=",
-            "--hp=total_env_steps=4000", "--hp=hidden_sizes=16,16", "--hp=log_interval=1000",
-            "--hp=eval_interval=2000", "--hp=eval_episodes=2", "--hp=final_eval_episodes=3",
-            "--hp=checkpoint_interval=2000"],
-    "ppo": ["--agent=ppo", "--env=CartPole-v1", "--preset=none", "--seed=3", "--deterministic", "--export_base_path=",
-            "--hp=total_env_steps=4000", "--hp=num_envs=4", "--hp=n_steps=50", "--hp=batch_size=50",
-            "--hp=n_epochs=2", "--hp=hidden_sizes=16,16", "--hp=log_interval=1000", "--hp=eval_interval=2000",
-            "--hp=eval_episodes=2", "--hp=final_eval_episodes=3", "--hp=checkpoint_interval=2000"],
-}
+# Short CartPole runs with --deterministic (a few thousand env steps, tiny networks), launched twice each with
+# the CPU code paths pinned (tests/behaviour_digests.py): enough updates, evaluations and checkpoints for every
+# seeded thing to show in the numbers, and the digests of today's code to compare with.
+REPRODUCIBLE_ARGS = behaviour_digests.RUNS
 
 # keep_best_policy on a short DQN CartPole run: 6 periodic evaluations of 5 episodes (their returns differ while
 # it learns), then the final 10 episodes of the last and of the best policy, and the export of the best.
@@ -147,10 +137,13 @@ def launches(tmp_path_factory):
     """Starts every launch of this module, two at a time; returns {name: Future[Launch]}."""
     base = tmp_path_factory.mktemp("train_script")
     jobs = [("learning", LEARNING_ARGS), ("diverging", DIVERGING_ARGS), ("best_policy", BEST_POLICY_ARGS)]
-    jobs += [(f"{agent}_{copy}", args) for agent, args in REPRODUCIBLE_ARGS.items() for copy in ("a", "b")]
     jobs += [(name, args) for name, args, _ in BAD_INPUTS]
+    pinned = [(f"{agent}_{copy}", args) for agent, args in REPRODUCIBLE_ARGS.items() for copy in ("a", "b")]
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
-    futures = {name: pool.submit(_launch, args, base / name / "run") for name, args in jobs}
+    futures = {name: pool.submit(_launch, args, base / name / "run") for name, args in jobs[:3]}
+    futures.update({name: pool.submit(_launch, args, base / name / "run", behaviour_digests.pinned_env())
+                    for name, args in pinned})
+    futures.update({name: pool.submit(_launch, args, base / name / "run") for name, args in jobs[3:]})
     yield futures
     pool.shutdown(wait=True, cancel_futures=True)
 
@@ -312,6 +305,26 @@ def test_same_seed_and_deterministic_give_identical_metrics_and_weights(launches
     weights = _newest_checkpoint_tensors(launches[f"{agent}_a"].result().run_dir)
     assert len(weights) >= 10  # networks, optimizer slots, step counters
     assert weights == _newest_checkpoint_tensors(launches[f"{agent}_b"].result().run_dir)
+
+
+@pytest.fixture(scope="module")
+def recorded_digests():
+    """The digests recorded for this machine's numerics fingerprint (tests/behaviour_digests.py)."""
+    key = behaviour_digests.fingerprint()
+    digests = behaviour_digests.recorded().get(key)
+    if digests is None:
+        pytest.skip(f"no behaviour digests recorded for numerics fingerprint {key} (this CPU computes differently "
+                    "from the machines recorded): python tests/behaviour_digests.py --record")
+    return digests
+
+
+@pytest.mark.parametrize("agent", list(REPRODUCIBLE_ARGS))
+def test_training_gives_the_recorded_digests(launches, recorded_digests, agent):
+    """Same checkpoint tensors and metrics as the code that recorded them; a change in the numerics must be
+    explained and re-recorded."""
+    launch = launches[f"{agent}_a"].result()
+    assert launch.returncode == 0, launch.stderr[-3000:]
+    assert behaviour_digests.digest(launch.run_dir) == recorded_digests[agent]
 
 
 # --- numeric guard ------------------------------------------------------------------------------
