@@ -34,7 +34,7 @@ def checkpoint_curve(run_dir: pathlib.Path, episodes: int) -> list[dict]:
     """One row per listed checkpoint, oldest first: env step, periodic-seed and final-seed mean and std."""
     from tfrl import checkpoints, evaluation, runs, serving  # TensorFlow: after the flags are parsed
 
-    run_config, _ = runs.read_config(run_dir)
+    run_config = runs.read_config(run_dir)
     numbers = sorted(checkpoints.Checkpointer(run_dir, {}).numbers())
     if not numbers:
         raise UsageError(f"--run_dir: {run_dir} has no checkpoint")

@@ -235,6 +235,18 @@ def run_once(runner: Runner, spec: RunSpec, order: int, work_dir: pathlib.Path) 
 # ---- the in-graph floor -------------------------------------------------------------------------
 
 
+def _random_rollout(rows: int, info, rng):
+    """An actor-critic Rollout of random rows, for timing an update."""
+    import numpy as np
+
+    from tfrl.agents.actor_critic.rollout import Rollout
+
+    return Rollout(obs=rng.normal(size=(rows, *info.obs_shape)).astype(np.float32),
+                   actions=rng.integers(0, info.num_actions, size=rows).astype(np.int32),
+                   advantages=rng.normal(size=rows).astype(np.float32), returns=rng.normal(size=rows).astype(np.float32),
+                   log_probs=np.full(rows, -np.log(info.num_actions), np.float32), start_env_step=0)
+
+
 def measure_floor(spec: RunSpec, calls: int, repeats: int) -> dict:
     """Seconds per gradient step of the suite's train step alone (random batches), and for the whole run.
 
@@ -256,38 +268,30 @@ def measure_floor(spec: RunSpec, calls: int, repeats: int) -> dict:
     probe.close()
     rng = np.random.default_rng(0)
     if spec.agent == "dqn":
-        from tfrl.agents.dqn.learning import DQNLearner
+        from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 
         learner = DQNLearner(config, info, runtime)
-        batch = dqn_train_step.random_batch(config.gradient_steps, config.batch_size, info.obs_shape,
+        batch = dqn_train_step.random_batch(config.gradient_steps_per_train, config.batch_size, info.obs_shape,
                                             info.num_actions, config.gamma, rng)
-        wall, cpu = dqn_train_step.time_calls(lambda: learner.train(batch, False), calls, repeats)
-        steps_per_call, run_steps = config.gradient_steps, config.total_gradient_steps
+        wall, cpu = dqn_train_step.time_calls(lambda: learner.update(ReplayBatch(batch, False)), calls, repeats)
+        steps_per_call, run_steps = config.gradient_steps_per_train, config.total_gradient_steps
     elif spec.agent == "ppo":
         from tfrl.agents.ppo.learning import PPOLearner
 
         learner = PPOLearner(config, info, runtime, seed=0)
-        b = config.num_envs * config.n_steps  # one update: n_epochs passes of b / batch_size minibatch steps
-        obs = rng.normal(size=(b, *info.obs_shape)).astype(np.float32)
-        actions = rng.integers(0, info.num_actions, size=b).astype(np.int32)
-        advantages, returns = rng.normal(size=b).astype(np.float32), rng.normal(size=b).astype(np.float32)
-        old_log_probs = np.full(b, -np.log(info.num_actions), np.float32)
+        b = config.rollout_size  # one update: n_epochs passes of b / batch_size minibatch steps
+        rollout = _random_rollout(b, info, rng)
         # A call is hundreds of minibatch steps (1,024 with the LunarLander zoo settings): fewer calls suffice.
-        wall, cpu = dqn_train_step.time_calls(
-            lambda: learner.train(obs, actions, advantages, returns, old_log_probs, config.learning_rate,
-                                  config.clip_range), min(calls, 10), repeats, warmup=2)
+        wall, cpu = dqn_train_step.time_calls(lambda: learner.update(rollout), min(calls, 10), repeats, warmup=2)
         steps_per_call = config.n_epochs * b // config.batch_size
         run_steps = -(-config.total_env_steps // b) * steps_per_call
     else:
         from tfrl.agents.a2c.learning import A2CLearner
 
         learner = A2CLearner(config, info, runtime)
-        b = config.num_envs * config.n_steps  # one update trains on the whole rollout
-        obs = rng.normal(size=(b, *info.obs_shape)).astype(np.float32)
-        actions = rng.integers(0, info.num_actions, size=b).astype(np.int32)
-        advantages, returns = rng.normal(size=b).astype(np.float32), rng.normal(size=b).astype(np.float32)
-        wall, cpu = dqn_train_step.time_calls(
-            lambda: learner.train(obs, actions, advantages, returns, config.learning_rate), calls, repeats)
+        b = config.rollout_size  # one update trains on the whole rollout
+        rollout = _random_rollout(b, info, rng)
+        wall, cpu = dqn_train_step.time_calls(lambda: learner.update(rollout), calls, repeats)
         steps_per_call, run_steps = 1, -(-config.total_env_steps // b)
     return {"steps_per_call": steps_per_call, "ms_per_step": wall / steps_per_call * 1e3,
             "cpu_ms_per_step": cpu / steps_per_call * 1e3, "run_gradient_steps": run_steps,

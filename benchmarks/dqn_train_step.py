@@ -20,7 +20,7 @@ from absl import app, flags
 
 from tfrl import runtime as runtime_lib
 from tfrl.agents.dqn.config import DQNConfig
-from tfrl.agents.dqn.learning import DQNLearner
+from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.envs import EnvInfo
 
 FLAGS = flags.FLAGS
@@ -72,7 +72,7 @@ def main(argv):
     learner = DQNLearner(config, EnvInfo("LunarLander-v3", (8,), 4), runtime)
     k = FLAGS.gradient_steps
     batch = random_batch(k, FLAGS.batch_size, (8,), 4, config.gamma, np.random.default_rng(0))
-    wall, cpu = time_calls(lambda: learner.train(batch, False), FLAGS.calls, FLAGS.repeats)
+    wall, cpu = time_calls(lambda: learner.update(ReplayBatch(batch, False)), FLAGS.calls, FLAGS.repeats)
     print(f"precision={FLAGS.mixed_precision} xla={FLAGS.xla} K={k} B={FLAGS.batch_size} hidden={FLAGS.hidden_sizes} "
           f"double={FLAGS.double_dqn}: {wall * 1e3:.3f} ms/call wall, {wall / k * 1e3:.3f} ms/gradient step wall, "
           f"{cpu / k * 1e3:.3f} ms/gradient step CPU")

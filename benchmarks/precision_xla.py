@@ -26,7 +26,8 @@ from tfrl import runtime as runtime_lib
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner
 from tfrl.agents.dqn.config import DQNConfig
-from tfrl.agents.dqn.learning import DQNLearner
+from tfrl.agents.actor_critic.rollout import Rollout
+from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.envs import EnvInfo
 
 ALL_COMBOS = [f"{policy}:{xla}" for policy in runtime_lib.PRECISION_POLICIES for xla in ("off", "on")]
@@ -63,17 +64,18 @@ def _dqn_case(runtime: runtime_lib.Runtime, rng: np.random.Generator) -> callabl
              "reward": rng.normal(size=(k, b)).astype(np.float32),
              "discount": np.full((k, b), 0.99, np.float32),
              "next_obs": rng.normal(size=(k, b, 8)).astype(np.float32)}
-    return lambda: learner.train(batch, False)
+    return lambda: learner.update(ReplayBatch(batch, False))
 
 
 def _a2c_case(runtime: runtime_lib.Runtime, rng: np.random.Generator) -> callable:
-    learner = A2CLearner(A2CConfig(), LUNAR, runtime)
+    learner = A2CLearner(A2CConfig(learning_rate=8.3e-4), LUNAR, runtime)
     b = 8 * 5
-    rollout = {"obs": rng.normal(size=(b, 8)).astype(np.float32),
-               "actions": rng.integers(0, 4, size=b).astype(np.int32),
-               "advantages": rng.normal(size=b).astype(np.float32),
-               "returns": rng.normal(size=b).astype(np.float32)}
-    return lambda: learner.train(**rollout, learning_rate=8.3e-4)
+    rollout = Rollout(obs=rng.normal(size=(b, 8)).astype(np.float32),
+                      actions=rng.integers(0, 4, size=b).astype(np.int32),
+                      advantages=rng.normal(size=b).astype(np.float32),
+                      returns=rng.normal(size=b).astype(np.float32),
+                      log_probs=np.zeros(b, np.float32), start_env_step=0)
+    return lambda: learner.update(rollout)
 
 
 def _parse_combo(combo: str) -> tuple[str, bool]:
@@ -88,10 +90,10 @@ def cartpole_outcomes(combos: list[tuple[str, bool]], seed: int) -> None:
     import pathlib
     import tempfile
 
-    from tfrl.agents.a2c import loop
+    from tfrl import training_loop
 
     # The same config as tests/test_precision_xla.py.
-    config = A2CConfig(total_env_steps=30_000, num_envs=8, n_steps=8, gamma=0.98, gae_lambda=0.8,
+    config = A2CConfig(total_env_steps=30_000, num_envs=8, rollout_length=8, gamma=0.98, gae_lambda=0.8,
                        learning_rate=1e-3, lr_schedule="linear", eval_interval=0, final_eval_episodes=20,
                        log_interval=10**9, checkpoint_interval=0)
     print("| precision | XLA | seed | greedy return, 20 episodes | wall time (s), incl. evaluation |")
@@ -100,7 +102,8 @@ def cartpole_outcomes(combos: list[tuple[str, bool]], seed: int) -> None:
         runtime = runtime_lib.apply(runtime_lib.RuntimeOptions(mixed_precision=precision, xla=xla))
         start = time.perf_counter()
         with tempfile.TemporaryDirectory() as run_dir:
-            final = loop.train(config, "CartPole-v1", seed, runtime, pathlib.Path(run_dir), progress_bar=False)
+            final = training_loop.train("a2c", config, "CartPole-v1", seed, runtime, pathlib.Path(run_dir),
+                                        training_loop.LoopOptions(progress_bar=False))
         print(f"| {precision} | {'on' if xla else 'off'} | {seed} | {final['return_mean']:.1f} ± "
               f"{final['return_std']:.1f} | {time.perf_counter() - start:.1f} |", flush=True)
 

@@ -39,13 +39,13 @@ def dqn_kwargs(hp: dict) -> dict:
     for key, value in unsupported.items():
         if hp[key] == value:
             raise UsageError(f"SB3's DQN has no {key}; compare with a preset that sets {key}=false")
-    if hp["n_step"] != 1 or hp["final_learning_rate_fraction"] != 1.0 or hp["num_envs"] != 1:
+    if hp["n_step_return"] != 1 or hp["final_learning_rate_fraction"] != 1.0 or hp["num_envs"] != 1:
         # SB3 counts train_freq in vector steps, tfrl in env steps: equal only with one env.
-        raise UsageError("the SB3 comparison supports n_step=1, a constant learning rate and num_envs=1 only")
+        raise UsageError("the SB3 comparison supports n_step_return=1, a constant learning rate and num_envs=1 only")
     return dict(
         learning_rate=hp["learning_rate"], buffer_size=hp["replay_capacity"], learning_starts=hp["learning_starts"],
-        batch_size=hp["batch_size"], tau=hp["target_update_tau"], gamma=hp["gamma"], train_freq=hp["train_freq"],
-        gradient_steps=hp["gradient_steps"], target_update_interval=hp["target_update_period"],
+        batch_size=hp["batch_size"], tau=hp["target_update_tau"], gamma=hp["gamma"], train_freq=hp["train_period_env_steps"],
+        gradient_steps=hp["gradient_steps_per_train"], target_update_interval=hp["target_update_period_env_steps"],
         exploration_fraction=hp["epsilon_decay_fraction"], exploration_initial_eps=hp["epsilon_start"],
         exploration_final_eps=hp["epsilon_end"], max_grad_norm=hp["max_grad_norm"] or float("inf"),
         policy_kwargs=dict(net_arch=list(hp["hidden_sizes"])),
@@ -66,7 +66,7 @@ def a2c_kwargs(hp: dict) -> dict:
             return progress_remaining * initial  # SB3's progress runs from 1 to 0 over total_timesteps
     activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[hp["activation"]]
     return dict(
-        learning_rate=learning_rate, n_steps=hp["n_steps"], gamma=hp["gamma"], gae_lambda=hp["gae_lambda"],
+        learning_rate=learning_rate, n_steps=hp["rollout_length"], gamma=hp["gamma"], gae_lambda=hp["gae_lambda"],
         ent_coef=hp["entropy_coef"], vf_coef=hp["value_coef"], max_grad_norm=hp["max_grad_norm"] or float("inf"),
         normalize_advantage=hp["normalize_advantage"], use_rms_prop=True, rms_prop_eps=hp["rmsprop_eps"],
         policy_kwargs=dict(
@@ -91,7 +91,7 @@ def ppo_kwargs(hp: dict) -> dict:
 
     activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[hp["activation"]]
     return dict(
-        learning_rate=schedule(hp["learning_rate"], hp["lr_schedule"]), n_steps=hp["n_steps"],
+        learning_rate=schedule(hp["learning_rate"], hp["lr_schedule"]), n_steps=hp["rollout_length"],
         batch_size=hp["batch_size"], n_epochs=hp["n_epochs"], gamma=hp["gamma"], gae_lambda=hp["gae_lambda"],
         clip_range=schedule(hp["clip_range"], hp["clip_range_schedule"]), ent_coef=hp["entropy_coef"],
         vf_coef=hp["value_coef"], max_grad_norm=hp["max_grad_norm"] or float("inf"),  # tfrl's 0 = no clip

@@ -26,16 +26,13 @@ newest checkpoint (tfrl.numerics). See docs/reliability.md.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-import json
 import os
 import pathlib
 import tempfile
 
 from absl import flags, logging
 
-import tfrl
 from tfrl import agents, cli, config as config_lib, distribute, envs, runs, runtime as runtime_lib, shutdown
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
@@ -43,6 +40,7 @@ from tfrl.lazy_import import LazyModule
 # TensorFlow loads after the flags are checked: bad input is reported in well under a second.
 checkpoints = LazyModule("tfrl.checkpoints")
 keras = LazyModule("keras")
+training_loop = LazyModule("tfrl.training_loop")
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -99,7 +97,7 @@ def resolve_config(agent_name: str, env_arg: str, base_config=None):
     return entry, env_id, preset_name, config
 
 
-def saved_run(run_dir: pathlib.Path | None) -> tuple[runs.RunConfig, dict] | None:
+def saved_run(run_dir: pathlib.Path | None) -> runs.RunRecord | None:
     """The run already in --run_dir, or None if it is new or empty; UsageError if it holds something else."""
     if run_dir is None or not run_dir.exists() or not any(run_dir.iterdir()):
         return None
@@ -109,13 +107,9 @@ def saved_run(run_dir: pathlib.Path | None) -> tuple[runs.RunConfig, dict] | Non
     return runs.read_config(run_dir)
 
 
-def take_saved_flags(saved_raw: dict) -> None:
+def take_saved_flags(saved: runs.RunRecord) -> None:
     """--resume: every flag not given on the command line takes the run's saved value."""
-    saved = {"agent": saved_raw["agent"], "env": saved_raw.get("env_arg", saved_raw["env_id"]),
-             "seed": saved_raw["seed"], "vector_mode": saved_raw.get("vector_mode", "sync"),
-             "keep_checkpoints": saved_raw.get("keep_checkpoints", FLAGS["keep_checkpoints"].default),
-             **(saved_raw.get("runtime") or {})}
-    for name, value in saved.items():
+    for name, value in saved.launcher_flags().items():
         if name in FLAGS and not FLAGS[name].present:
             FLAGS[name].value = value
 
@@ -158,7 +152,7 @@ def main(argv):
             raise UsageError(f"--resume: {run_dir_arg} has no checkpoint to resume from")
         if FLAGS["preset"].present:
             raise UsageError("--resume takes the config from the run's config.json; drop --preset")
-        take_saved_flags(saved[1])
+        take_saved_flags(saved)
         if FLAGS.strategy == "multi_worker":  # saved by a multi_worker run
             raise UsageError(f"--resume: {run_dir_arg} is a multi_worker run, and those cannot resume; "
                              "start a new --run_dir")
@@ -172,26 +166,27 @@ def main(argv):
         raise UsageError(f"--vector_mode: unknown mode {FLAGS.vector_mode!r}; choose one of {', '.join(envs.VECTOR_MODES)}")
     # --resume: the config as saved, even if the presets have changed since.
     entry, env_id, preset_name, config = resolve_config(FLAGS.agent, FLAGS.env,
-                                                        base_config=saved[0].config if FLAGS.resume else None)
+                                                        base_config=saved.config if FLAGS.resume else None)
     if FLAGS.resume:
-        preset_name = saved[1].get("preset")
+        preset_name = saved.preset
     runtime_options = runtime_lib.options_from_flags()
     runtime_lib.validate_options(runtime_options)  # the checks that need no TensorFlow, before it loads
     if run_dir_arg is not None:
         cli.check_output_dir("run_dir", run_dir_arg)
     if FLAGS.export_base_path:
         cli.check_output_dir("export_base_path", pathlib.Path(FLAGS.export_base_path))
+    record = runs.RunRecord(agent=FLAGS.agent, env_id=env_id, seed=FLAGS.seed, config=config,
+                            runtime=runtime_options, env_arg=FLAGS.env, preset=preset_name,
+                            vector_mode=FLAGS.vector_mode, keep_checkpoints=FLAGS.keep_checkpoints)
     if saved is not None:
-        requested = runs.RunConfig(agent=FLAGS.agent, env_id=env_id, seed=FLAGS.seed, config=config,
-                                   mixed_precision=runtime_options.mixed_precision)
-        differences = requested.differences(saved[0])
+        differences = record.differences(saved)
         if differences:
             advice = ("drop the flags that differ" if FLAGS.resume
                       else "use a new --run_dir, or --resume to continue it as it was")
             raise UsageError(f"--run_dir {run_dir_arg} holds a run with a different config (requested != saved: "
                              f"{'; '.join(differences)}); {advice}")
     runtime = runtime_lib.apply(runtime_options)  # validates first; raises before anything is written
-    entry.check_runtime(config, runtime)
+    training_loop.check_runtime(FLAGS.agent, config, runtime)
     # Python, NumPy and TF global seeds: network initialization (under multi_worker, the chief's initial
     # values are broadcast to every worker when the variables are created).
     keras.utils.set_random_seed(FLAGS.seed)
@@ -205,16 +200,7 @@ def main(argv):
         run_dir = pathlib.Path(worker_dir.name)
 
     if saved is None:
-        resolved = {
-            "tfrl_version": tfrl.__version__,
-            "agent": FLAGS.agent, "env_id": env_id, "env_arg": FLAGS.env, "seed": FLAGS.seed,
-            "preset": preset_name, "vector_mode": FLAGS.vector_mode, "keep_checkpoints": FLAGS.keep_checkpoints,
-            "hparams": config_lib.to_dict(config), "runtime": dataclasses.asdict(runtime_options),
-        }
-        try:
-            (run_dir / runs.CONFIG_FILE).write_text(json.dumps(resolved, indent=2) + "\n")
-        except OSError as e:
-            raise UsageError(f"--run_dir: cannot write {run_dir / runs.CONFIG_FILE}: {e.strerror}") from None
+        runs.write_config(run_dir, record)
     for line in runtime.banner().splitlines():
         logging.info("%s", line)
     logging.info("agent=%s env=%s preset=%s seed=%d run_dir=%s", FLAGS.agent, env_id, preset_name, FLAGS.seed, run_dir)
@@ -225,9 +211,10 @@ def main(argv):
                      else "no checkpoint yet, starting over")
     stop = shutdown.StopRequest.on_signals()
     # Each worker its own env, exploration and replay seeds; the chief's are --seed.
-    result = entry.train(config, env_id, runtime.worker_seed(FLAGS.seed), runtime, run_dir,
-                         vector_mode=FLAGS.vector_mode, stop_requested=stop.requested,
-                         keep_checkpoints=FLAGS.keep_checkpoints or None)
+    options = training_loop.LoopOptions(vector_mode=FLAGS.vector_mode, stop_requested=stop.requested,
+                                        keep_checkpoints=FLAGS.keep_checkpoints or None)
+    result = training_loop.train(FLAGS.agent, config, env_id, runtime.worker_seed(FLAGS.seed), runtime, run_dir,
+                                 options)
     if result["kind"] == "stopped":
         print(f"stopped by {stop.signal_name} at env step {result['env_step']}: checkpoint {result['checkpoint']} "
               f"saved; run the same command (or --resume --run_dir={run_dir}) to continue", flush=True)
@@ -254,11 +241,6 @@ def main(argv):
 
 def export_final_policy(run_dir: pathlib.Path, agent_name: str, env_id: str, export_best: bool) -> None:
     if FLAGS.export_base_path == "":
-        return
-    try:
-        runs.policy_module(agent_name)
-    except UsageError as e:
-        logging.warning("not exporting: %s", e)
         return
     base_path = pathlib.Path(FLAGS.export_base_path) if FLAGS.export_base_path else run_dir / "saved_models"
     version_dir = runs.export_run(run_dir, base_path, FLAGS.model_name or f"{agent_name}-{env_id}", best=export_best)

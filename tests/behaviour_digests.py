@@ -34,14 +34,14 @@ PINNED_ENV = {
 _COMMON = ["--env=CartPole-v1", "--preset=none", "--seed=3", "--deterministic", "--export_base_path="]
 RUNS = {
     "dqn": ["--agent=dqn", *_COMMON, "--hp=total_env_steps=2000", "--hp=hidden_sizes=16,16",
-            "--hp=learning_starts=200", "--hp=gradient_steps=2", "--hp=batch_size=32", "--hp=replay_capacity=2000",
-            "--hp=n_step=3", "--hp=dueling=true", "--hp=target_update_period=100", "--hp=log_interval=500",
+            "--hp=learning_starts=200", "--hp=gradient_steps_per_train=2", "--hp=batch_size=32", "--hp=replay_capacity=2000",
+            "--hp=n_step_return=3", "--hp=dueling=true", "--hp=target_update_period_env_steps=100", "--hp=log_interval=500",
             "--hp=eval_interval=1000", "--hp=eval_episodes=2", "--hp=final_eval_episodes=3",
             "--hp=checkpoint_interval=1000"],
     "a2c": ["--agent=a2c", *_COMMON, "--hp=total_env_steps=4000", "--hp=hidden_sizes=16,16",
             "--hp=log_interval=1000", "--hp=eval_interval=2000", "--hp=eval_episodes=2",
             "--hp=final_eval_episodes=3", "--hp=checkpoint_interval=2000"],
-    "ppo": ["--agent=ppo", *_COMMON, "--hp=total_env_steps=4000", "--hp=num_envs=4", "--hp=n_steps=50",
+    "ppo": ["--agent=ppo", *_COMMON, "--hp=total_env_steps=4000", "--hp=num_envs=4", "--hp=rollout_length=50",
             "--hp=batch_size=50", "--hp=n_epochs=2", "--hp=hidden_sizes=16,16", "--hp=log_interval=1000",
             "--hp=eval_interval=2000", "--hp=eval_episodes=2", "--hp=final_eval_episodes=3",
             "--hp=checkpoint_interval=2000"],

@@ -16,10 +16,11 @@ import tensorflow as tf
 
 from tfrl import config as config_lib, networks, numerics
 from tfrl.agents.a2c.config import A2CConfig
-from tfrl.agents.a2c.learning import (A2CLearner, a2c_loss, bootstrap_truncated, explained_variance,
-                                      n_step_advantages)
-from tfrl.agents.a2c.loop import learning_rate_at
-from tfrl.agents.a2c.networks import CategoricalHead
+from tfrl.agents.a2c.learning import A2CLearner, a2c_loss
+from tfrl.agents.actor_critic.advantages import bootstrap_truncated, explained_variance, n_step_advantages
+from tfrl.agents.actor_critic.learning import learning_rate_at, normalized
+from tfrl.agents.actor_critic.networks import CategoricalHead
+from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.envs import EnvInfo
 from tfrl.runtime import Runtime, RuntimeOptions
 
@@ -29,6 +30,14 @@ LN3 = math.log(3.0)
 
 def _runtime(**options) -> Runtime:
     return Runtime(options=RuntimeOptions(**options), device_name="/device:CPU:0")
+
+
+def _train(learner, obs, actions, advantages, returns, learning_rate):
+    """(metrics, weights) of one update on these rows, at this constant step size (set through the config the
+    learner reads it from at each update)."""
+    learner.config = dataclasses.replace(learner.config, learning_rate=learning_rate, lr_schedule="constant")
+    update = learner.update(Rollout(obs, actions, advantages, returns, np.zeros(len(obs), np.float32), 0))
+    return update.metrics, update.weights
 
 
 # --- advantages and returns: a rollout of T=3 steps on N=2 envs, gamma = 0.9 -------
@@ -142,15 +151,15 @@ def test_a2c_loss_terms_by_hand():
     assert float(loss) == pytest.approx(1.8800170, rel=1e-6)
 
 
-def test_a2c_loss_normalizes_advantages_within_the_batch():
+def test_a2c_loss_of_normalized_advantages():
     head = CategoricalHead(2)
     logits = tf.constant([[0.0, 0.0], [0.0, 0.0]])  # log pi = ln 1/2 for every action
-    _, terms = a2c_loss(head, logits, tf.zeros([2]), tf.constant([0, 1]), tf.constant([1.0, 5.0]),
-                        tf.zeros([2]), value_coef=0.5, entropy_coef=0.0, normalize_advantage=True)
+    _, terms = a2c_loss(head, logits, tf.zeros([2]), tf.constant([0, 1]), normalized(tf.constant([1.0, 5.0])),
+                        tf.zeros([2]), value_coef=0.5, entropy_coef=0.0)
     # advantages [1, 5]: mean 3, std 2 -> [-1, 1]; policy_loss = -mean(ln(1/2) * [-1, 1]) = 0
     assert float(terms["policy_loss"]) == pytest.approx(0.0, abs=1e-6)
     _, terms = a2c_loss(head, logits, tf.zeros([2]), tf.constant([0, 1]), tf.constant([1.0, 5.0]),
-                        tf.zeros([2]), value_coef=0.5, entropy_coef=0.0, normalize_advantage=False)
+                        tf.zeros([2]), value_coef=0.5, entropy_coef=0.0)
     # -mean(ln(1/2) * [1, 5]) = 3 ln 2
     assert float(terms["policy_loss"]) == pytest.approx(3 * math.log(2), rel=1e-6)
 
@@ -183,7 +192,7 @@ TINY_BATCH = dict(
 
 def test_train_step_loss_on_tiny_network_by_hand():
     learner = _tiny_learner()
-    metrics, _ = learner.train(**TINY_BATCH, learning_rate=1e-3)
+    metrics, _ = _train(learner, **TINY_BATCH, learning_rate=1e-3)
     # s0 = [1, 2]:  h = relu([1, 2]) = [1, 2];  logits = [1*ln 3, 0] -> pi = [3/4, 1/4];  V = 1 + 2*0.5 = 2
     # s1 = [-1, 3]: h = [0, 3];                  logits = [0, 0]      -> pi = [1/2, 1/2];  V = 0 + 3*0.5 = 1.5
     # log pi(a|s) = [ln 3/4, ln 1/2] = [-0.2876821, -0.6931472]
@@ -202,7 +211,7 @@ def test_train_step_loss_on_tiny_network_by_hand():
 def test_train_step_returns_updated_weights_and_sets_learning_rate():
     learner = _tiny_learner()
     before = [v.numpy().copy() for v in learner.network.trainable_variables]
-    _, weights = learner.train(**TINY_BATCH, learning_rate=2.5e-4)
+    _, weights = _train(learner, **TINY_BATCH, learning_rate=2.5e-4)
     after = [v.numpy() for v in learner.network.trainable_variables]
     assert len(weights) == len(after)
     for returned, variable in zip(weights, after):
@@ -212,16 +221,20 @@ def test_train_step_returns_updated_weights_and_sets_learning_rate():
 
 
 def test_train_step_does_not_retrace_across_batch_sizes_and_learning_rates():
-    learner = _tiny_learner()
+    learner = _tiny_learner(lr_schedule="linear", total_env_steps=1000)
     rng = np.random.default_rng(0)
-    for batch_size, learning_rate in ((40, 1e-3), (16, 5e-4), (40, 1e-7), (3, 0.0)):
-        batch = (rng.normal(size=(batch_size, 2)).astype(np.float32),
-                 rng.integers(0, 2, batch_size).astype(np.int32),
-                 rng.normal(size=batch_size).astype(np.float32),
-                 rng.normal(size=batch_size).astype(np.float32))
-        learner.train(*batch, learning_rate)  # the loop's path: the concrete function
-        learner.train_step(*batch, np.float32(learning_rate))  # the tf.function itself
-        learner.train_step(*batch, learning_rate)  # a Python float too
+    # Rollouts starting at env steps 0, 250, 999, 1000: step sizes 1e-3, 7.5e-4, 1e-6, 0.
+    for batch_size, start_env_step in ((40, 0), (16, 250), (40, 999), (3, 1000)):
+        rollout = Rollout(rng.normal(size=(batch_size, 2)).astype(np.float32),
+                          rng.integers(0, 2, batch_size).astype(np.int32),
+                          rng.normal(size=batch_size).astype(np.float32),
+                          rng.normal(size=batch_size).astype(np.float32),
+                          np.zeros(batch_size, np.float32), start_env_step)
+        learner.update(rollout)  # the loop's path: the concrete function
+        assert float(learner.optimizer.learning_rate.numpy()) == pytest.approx(1e-3 * (1 - start_env_step / 1000))
+        rows = learner.rows.pack(rollout.rows(), batch_dims=1)
+        learner.train_step(rows, np.float32(1e-3))  # the tf.function itself
+        learner.train_step(rows, 1e-3)  # a Python float too
     assert learner.train_step.experimental_get_tracing_count() == 1
 
 
@@ -229,8 +242,8 @@ def test_train_step_with_xla_matches_without():
     plain = _tiny_learner()
     compiled = A2CLearner(plain.config, TINY_ENV, _runtime(xla=True))
     compiled.network.set_weights(plain.network.get_weights())
-    expected, _ = plain.train(**TINY_BATCH, learning_rate=1e-3)
-    metrics, _ = compiled.train(**TINY_BATCH, learning_rate=1e-3)
+    expected, _ = _train(plain, **TINY_BATCH, learning_rate=1e-3)
+    metrics, _ = _train(compiled, **TINY_BATCH, learning_rate=1e-3)
     for name in ("loss", "policy_loss", "value_loss", "entropy"):
         assert metrics[name] == pytest.approx(expected[name], rel=1e-5)
 
@@ -246,7 +259,7 @@ def test_train_step_under_mixed_float16_uses_loss_scaling_and_float32_outputs():
         assert logits.dtype == tf.float32 and values.dtype == tf.float32
         assert logits.shape == (2, 2) and values.shape == (2,)
         initial_scale = float(learner.optimizer.dynamic_scale.numpy())
-        metrics, weights = learner.train(**TINY_BATCH, learning_rate=1e-3)
+        metrics, weights = _train(learner, **TINY_BATCH, learning_rate=1e-3)
         assert all(math.isfinite(metrics[name]) for name in ("loss", "policy_loss", "value_loss", "entropy"))
         # The float16 backward pass at the initial scale (2**15) may overflow, depending on the random
         # initialization: then grad_norm is inf, and the optimizer must have skipped the step and halved the scale.
@@ -275,7 +288,7 @@ def test_numpy_mirror_equals_keras_before_and_after_an_update(shared_torso, acti
         np.testing.assert_allclose(mirror.value(obs), values.numpy(), rtol=1e-5, atol=1e-5)
 
     check()
-    _, weights = learner.train(obs, np.zeros(16, np.int32), np.ones(16, np.float32), np.ones(16, np.float32), 1e-2)
+    _, weights = _train(learner, obs, np.zeros(16, np.int32), np.ones(16, np.float32), np.ones(16, np.float32), 1e-2)
     mirror.update(weights)
     check()
 
@@ -285,7 +298,7 @@ def test_numpy_mirror_equals_keras_before_and_after_an_update(shared_torso, acti
 @pytest.mark.parametrize("overrides, message", [
     ({"lr_schedule": "cosine"}, "lr_schedule must be one of constant, linear"),
     ({"optimizer": "sgd"}, "optimizer must be one of rmsprop, adam"),
-    ({"n_steps": 0}, "n_steps must be > 0"),
+    ({"rollout_length": 0}, "rollout_length must be > 0"),
     ({"gae_lambda": 1.5}, "gae_lambda must be in [0, 1]"),
     ({"activation": "gelu"}, "activation must be one of tanh, relu"),
 ])
@@ -305,7 +318,7 @@ def test_linear_learning_rate_falls_to_zero_over_training():
 def test_sb3_zoo_preset_is_the_zoo_settings():
     preset = config_lib.load_preset_file(REPO_ROOT / "configs" / "a2c-lunarlander-sb3zoo.json")
     config = config_lib.apply_overrides(A2CConfig(), preset.hparams, preset.name)
-    assert (config.num_envs, config.n_steps, config.gamma, config.total_env_steps) == (8, 5, 0.995, 200_000)
+    assert (config.num_envs, config.rollout_length, config.gamma, config.total_env_steps) == (8, 5, 0.995, 200_000)
     assert (config.learning_rate, config.lr_schedule, config.entropy_coef) == (8.3e-4, "linear", 1e-5)
     assert (config.optimizer, config.rmsprop_decay, config.rmsprop_eps) == ("rmsprop", 0.99, 1e-5)
     assert (config.gae_lambda, config.value_coef, config.max_grad_norm) == (1.0, 0.5, 0.5)
@@ -326,10 +339,10 @@ def test_presets_load_and_auto_pick_the_tuned_one(env_id, expected):
 
 def test_a_nan_advantage_stops_the_update_naming_the_loss_and_gradients():
     learner = _tiny_learner()
-    learner.train(**TINY_BATCH, learning_rate=1e-3)  # update 1: finite
+    _train(learner, **TINY_BATCH, learning_rate=1e-3)  # update 1: finite
     batch = {**TINY_BATCH, "advantages": np.array([1.0, np.nan], np.float32)}
     with pytest.raises(numerics.NonFiniteError) as raised:
-        learner.train(**batch, learning_rate=1e-3)
+        _train(learner, **batch, learning_rate=1e-3)
     # The logits and values of update 2 are finite; the NaN advantage makes the policy loss and its gradients NaN.
     assert (raised.value.tensors, raised.value.gradient_step) == (["loss", "gradients"], 2)
 
@@ -339,5 +352,5 @@ def test_a_poisoned_value_weight_is_reported_as_non_finite_outputs():
     head = learner.network.get_layer("value_head")
     head.set_weights([np.array([[np.inf], [0.5]], np.float32), np.zeros(1, np.float32)])
     with pytest.raises(numerics.NonFiniteError) as raised:
-        learner.train(**TINY_BATCH, learning_rate=1e-3)
+        _train(learner, **TINY_BATCH, learning_rate=1e-3)
     assert "policy logits or values" in raised.value.tensors

@@ -80,7 +80,7 @@ SCRIPTED_RETURNS = [10.0, 40.0, 20.0, 40.0, 30.0, 35.0]
 
 
 def test_a2c_loop_keeps_evaluates_and_loads_the_best_policy(tmp_path, monkeypatch):
-    from tfrl.agents.a2c import loop
+    from tfrl import training_loop
     from tfrl.agents.a2c.config import A2CConfig
 
     real_evaluate = evaluation.evaluate
@@ -91,11 +91,11 @@ def test_a2c_loop_keeps_evaluates_and_loads_the_best_policy(tmp_path, monkeypatc
         real = real_evaluate(policy, env_id, num_episodes, seed, **kwargs)
         if seed != SEED + evaluation.PERIODIC_SEED_OFFSET:
             return real  # the final evaluations run as they are
-        seen.append((real, policy.__self__.value(probe_obs)))  # policy is the actor's greedy method
+        seen.append((real, policy.__self__.actor.value(probe_obs)))  # policy is the agent's greedy method
         return np.full(num_episodes, SCRIPTED_RETURNS[len(seen) - 1])
 
     monkeypatch.setattr(evaluation, "evaluate", scripted_evaluate)
-    config = A2CConfig(total_env_steps=6000, num_envs=4, n_steps=5, hidden_sizes=(16,), learning_rate=3e-3,
+    config = A2CConfig(total_env_steps=6000, num_envs=4, rollout_length=5, hidden_sizes=(16,), learning_rate=3e-3,
                        eval_interval=1000, eval_episodes=4, final_eval_episodes=6, log_interval=10**9,
                        checkpoint_interval=0, keep_best_policy=True)
     runtime = runtime_lib.apply(runtime_lib.RuntimeOptions())
@@ -103,7 +103,8 @@ def test_a2c_loop_keeps_evaluates_and_loads_the_best_policy(tmp_path, monkeypatc
     run_dir.mkdir()
     (run_dir / runs.CONFIG_FILE).write_text(json.dumps({"agent": "a2c", "env_id": "CartPole-v1", "seed": SEED,
                                                          "hparams": {"hidden_sizes": [16]}}))
-    final = loop.train(config, "CartPole-v1", SEED, runtime, run_dir, progress_bar=False)
+    final = training_loop.train("a2c", config, "CartPole-v1", SEED, runtime, run_dir,
+                                training_loop.LoopOptions(progress_bar=False))
     monkeypatch.undo()
 
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]

@@ -23,10 +23,10 @@ SEED = 5
 
 
 def test_the_curve_of_a_run_that_kept_every_checkpoint_matches_its_own_evaluations(tmp_path):
-    from tfrl.agents.a2c import loop
+    from tfrl import training_loop
     from tfrl.agents.a2c.config import A2CConfig
 
-    config = A2CConfig(total_env_steps=4000, num_envs=4, n_steps=5, hidden_sizes=(16,), learning_rate=3e-3,
+    config = A2CConfig(total_env_steps=4000, num_envs=4, rollout_length=5, hidden_sizes=(16,), learning_rate=3e-3,
                        eval_interval=1000, eval_episodes=3, final_eval_episodes=3, log_interval=10**9,
                        checkpoint_interval=1000)
     run_dir = tmp_path / "run"
@@ -34,7 +34,8 @@ def test_the_curve_of_a_run_that_kept_every_checkpoint_matches_its_own_evaluatio
     (run_dir / runs.CONFIG_FILE).write_text(json.dumps({"agent": "a2c", "env_id": "CartPole-v1", "seed": SEED,
                                                          "hparams": {"hidden_sizes": [16]}}))
     runtime = runtime_lib.apply(runtime_lib.RuntimeOptions())
-    final = loop.train(config, "CartPole-v1", SEED, runtime, run_dir, progress_bar=False, keep_checkpoints=None)
+    final = training_loop.train("a2c", config, "CartPole-v1", SEED, runtime, run_dir,
+                                training_loop.LoopOptions(progress_bar=False, keep_checkpoints=None))
 
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     evals = {r["env_step"]: r["return_mean"] for r in records if r["kind"] == "eval"}

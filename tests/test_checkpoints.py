@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import checkpoints, numerics as numerics_lib, runs, shutdown
+from tfrl import checkpoints, numerics as numerics_lib, runs, shutdown, training_loop
 from tfrl.agents.dqn.config import DQNConfig
-from tfrl.agents.dqn.learning import DQNLearner
+from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.checkpoints import Checkpointer, CheckpointError
 from tfrl.envs import EnvInfo
 from tfrl.metrics import read_metrics
@@ -66,7 +66,7 @@ def _all_variables(learner: DQNLearner) -> dict[str, np.ndarray]:
     named = {f"online/{i}/{v.name}": v for i, v in enumerate(learner.online.weights)}
     named.update({f"target/{i}/{v.name}": v for i, v in enumerate(learner.target.weights)})
     named.update({f"optimizer/{i}/{v.name}": v for i, v in enumerate(learner.optimizer.variables)})
-    named["gradient_steps"] = learner.gradient_steps
+    named["gradient_steps"] = learner.gradient_steps_done
     return {name: np.array(v.numpy()) for name, v in named.items()}
 
 
@@ -80,7 +80,7 @@ def test_round_trip_restores_weights_optimizer_slots_loss_scale_replay_and_rngs_
     rng = np.random.default_rng(0)
     learner = _learner()
     for _ in range(3):
-        learner.train(_batch(rng), update_target=True)
+        learner.update(ReplayBatch(_batch(rng), update_target=True))
     assert isinstance(learner.optimizer, keras.optimizers.LossScaleOptimizer)
     assert int(learner.optimizer.step_counter.numpy()) == 6  # 3 calls x K=2 finite steps: the loss-scale state
     replay = _filled_replay(seed=1)
@@ -298,8 +298,8 @@ def test_keep_none_keeps_every_checkpoint(tmp_path):
 
 TOTAL_ENV_STEPS = 3000
 TINY_HP = [f"total_env_steps={TOTAL_ENV_STEPS}", "checkpoint_interval=500", "hidden_sizes=16,16",
-           "replay_capacity=1000", "batch_size=32", "learning_starts=64", "train_freq=4", "gradient_steps=1",
-           "target_update_period=100", "eval_interval=1000", "eval_episodes=2", "final_eval_episodes=3",
+           "replay_capacity=1000", "batch_size=32", "learning_starts=64", "train_period_env_steps=4", "gradient_steps_per_train=1",
+           "target_update_period_env_steps=100", "eval_interval=1000", "eval_episodes=2", "final_eval_episodes=3",
            "log_interval=500"]
 
 
@@ -403,8 +403,8 @@ def test_train_killed_with_sigkill_resumes_and_finishes(tmp_path):
 
 FAULT_TOTAL_ENV_STEPS = 6000
 FAULT_HP = [f"total_env_steps={FAULT_TOTAL_ENV_STEPS}", "checkpoint_interval=1000", "hidden_sizes=16,16",
-            "replay_capacity=2000", "batch_size=32", "learning_starts=200", "train_freq=4", "gradient_steps=1",
-            "target_update_period=100", "eval_interval=0", "final_eval_episodes=3", "log_interval=500"]
+            "replay_capacity=2000", "batch_size=32", "learning_starts=200", "train_period_env_steps=4", "gradient_steps_per_train=1",
+            "target_update_period_env_steps=100", "eval_interval=0", "final_eval_episodes=3", "log_interval=500"]
 
 
 def _file_hashes(directory: pathlib.Path, stem: str) -> dict[str, str]:
@@ -492,22 +492,24 @@ def test_sigkill_inside_each_write_and_sigterm_lose_nothing(tmp_path):
 def _loop_case(agent: str, **overrides):
     """(train function, config) of a tiny CartPole run that checkpoints at env step 200, before learning starts."""
     if agent == "dqn":
-        from tfrl.agents.dqn import loop
         config = DQNConfig(total_env_steps=1200, hidden_sizes=(16, 16), batch_size=16, replay_capacity=500,
-                           learning_starts=300, train_freq=4, gradient_steps=1, target_update_period=100,
+                           learning_starts=300, train_period_env_steps=4, gradient_steps_per_train=1,
+                           target_update_period_env_steps=100,
                            eval_interval=0, final_eval_episodes=1, log_interval=200, checkpoint_interval=200)
     elif agent == "a2c":
-        from tfrl.agents.a2c import loop
         from tfrl.agents.a2c.config import A2CConfig
-        config = A2CConfig(total_env_steps=1200, num_envs=4, n_steps=5, hidden_sizes=(16, 16), eval_interval=0,
+        config = A2CConfig(total_env_steps=1200, num_envs=4, rollout_length=5, hidden_sizes=(16, 16), eval_interval=0,
                            final_eval_episodes=1, log_interval=200, checkpoint_interval=200)
     else:  # PPO: A2C's rollouts, 2 epochs of 2 minibatches each
-        from tfrl.agents.ppo import loop
         from tfrl.agents.ppo.config import PPOConfig
-        config = PPOConfig(total_env_steps=1200, num_envs=4, n_steps=5, batch_size=10, n_epochs=2,
+        config = PPOConfig(total_env_steps=1200, num_envs=4, rollout_length=5, batch_size=10, n_epochs=2,
                            hidden_sizes=(16, 16), eval_interval=0, final_eval_episodes=1, log_interval=200,
                            checkpoint_interval=200)
-    return loop.train, dataclasses.replace(config, **overrides)
+    def train(config, env_id, seed, runtime, run_dir, progress_bar=False, stop_requested=shutdown.never):
+        options = training_loop.LoopOptions(progress_bar=progress_bar, stop_requested=stop_requested)
+        return training_loop.train(agent, config, env_id, seed, runtime, run_dir, options)
+
+    return train, dataclasses.replace(config, **overrides)
 
 
 def _snapshot(directory: pathlib.Path) -> dict[str, bytes]:

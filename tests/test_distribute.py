@@ -27,7 +27,7 @@ import pytest
 from absl import flags
 
 from tfrl import distribute
-from tfrl.agents.dqn import loop as dqn_loop
+from tfrl import training_loop
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.distribute import ClusterTask, DistributeConfigError
 from tfrl.runtime import Runtime, RuntimeOptions, define_flags, options_from_flags, validate_options
@@ -120,12 +120,13 @@ def test_multi_worker_dqn_needs_a_full_batch_at_the_first_train_call():
                           cluster=ClusterTask(num_workers=2, rank=0, task="worker:0"))
     # 4 envs, first train call at env step max(64, 4) = 64 = 16 vector steps; with n_step = 3 each env has
     # emitted at least 16 - 3 + 1 = 14 transitions: 56 < 64 = batch_size. Enough: 4 * (64 / 4 + 3 - 1) = 72.
-    config = DQNConfig(num_envs=4, n_step=3, batch_size=64, learning_starts=64)
+    config = DQNConfig(num_envs=4, n_step_return=3, batch_size=64, learning_starts=64)
     with pytest.raises(DistributeConfigError, match="raise learning_starts to at least 72"):
-        dqn_loop.check_runtime(config, two_workers)
-    dqn_loop.check_runtime(DQNConfig(num_envs=4, n_step=3, batch_size=64, learning_starts=72), two_workers)
+        training_loop.check_runtime("dqn", config, two_workers)
+    training_loop.check_runtime("dqn", DQNConfig(num_envs=4, n_step_return=3, batch_size=64, learning_starts=72),
+                                two_workers)
     # One process trains whenever its replay is ready: no constraint.
-    dqn_loop.check_runtime(config, Runtime(options=RuntimeOptions(), device_name="/device:CPU:0"))
+    training_loop.check_runtime("dqn", config, Runtime(options=RuntimeOptions(), device_name="/device:CPU:0"))
 
 
 # --- mirrored on two logical CPUs == one device -------------------------------------------
@@ -137,12 +138,22 @@ import tensorflow as tf
 from tfrl import runtime as runtime_lib
 from tfrl.runtime import Runtime, RuntimeOptions
 from tfrl.agents.dqn.config import DQNConfig
-from tfrl.agents.dqn.learning import DQNLearner
+from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner
+from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.agents.ppo.learning import PPOLearner, minibatch_indices
 from tfrl.envs import EnvInfo
+
+def dqn_train(learner, batch, update_target):
+    update = learner.update(ReplayBatch(batch, update_target))
+    return update.metrics, update.weights
+
+def ac_train(learner, obs, actions, advantages, returns, log_probs=None, start_env_step=0):
+    log_probs = np.zeros(len(obs), np.float32) if log_probs is None else log_probs
+    update = learner.update(Rollout(obs, actions, advantages, returns, log_probs, start_env_step))
+    return update.metrics, update.weights
 
 mirrored = runtime_lib.apply(RuntimeOptions(logical_cpus=2, strategy="mirrored", cross_device_ops="reduce_to_one"))
 single = Runtime(options=dataclasses.replace(mirrored.options, strategy="default", cross_device_ops="auto"),
@@ -170,11 +181,12 @@ a2c_batch = (rng.normal(size=(8, 4)).astype(np.float32), rng.integers(0, 2, size
 # A clip norm of 0.05 is active (A2C's gradient norm here is above 0.5, see the test), and it must clip the
 # mean gradient over both replicas, not each replica's. normalize_advantage must use the whole batch's moments.
 dqn_config = DQNConfig(hidden_sizes=(16,), batch_size=b, double_dqn=True, max_grad_norm=0.05, learning_rate=0.01)
-a2c_config = A2CConfig(hidden_sizes=(16,), num_envs=2, n_steps=4, normalize_advantage=True, max_grad_norm=0.05,
+a2c_config = A2CConfig(hidden_sizes=(16,), num_envs=2, rollout_length=4, normalize_advantage=True, max_grad_norm=0.05,
                        entropy_coef=0.01, learning_rate=0.01)
-# PPO: 16 rows, 2 epochs of 2 minibatches of 8 (4 rows per replica), advantages normalized per minibatch.
-ppo_config = PPOConfig(hidden_sizes=(16,), num_envs=2, n_steps=8, batch_size=8, n_epochs=2, max_grad_norm=0.05,
-                       entropy_coef=0.01, learning_rate=0.01)
+# PPO: 16 rows, 2 epochs of 2 minibatches of 8 (4 rows per replica), advantages normalized per minibatch. The clip
+# range falls linearly from 0.2 to 0 over 1000 env steps: 0.1 for rollouts that start at env step 500.
+ppo_config = PPOConfig(hidden_sizes=(16,), num_envs=2, rollout_length=8, batch_size=8, n_epochs=2, max_grad_norm=0.05,
+                       entropy_coef=0.01, learning_rate=0.01, clip_range_schedule="linear", total_env_steps=1000)
 ppo_batch = (rng.normal(size=(16, 4)).astype(np.float32), rng.integers(0, 2, size=16).astype(np.int32),
              rng.normal(size=16).astype(np.float32), rng.normal(size=16).astype(np.float32),
              np.log(rng.uniform(0.3, 0.7, size=16)).astype(np.float32))
@@ -188,17 +200,17 @@ def train(runtime, reference, rows=slice(None)):
     start = {"online": dqn.online.get_weights(), "target": dqn.target.get_weights(), "a2c": a2c.network.get_weights(),
              "ppo": ppo.network.get_weights()}
     for update_target in (False, True):
-        dqn_metrics, dqn_weights = dqn.train({key: v[:, rows] for key, v in dqn_batch.items()}, update_target)
+        dqn_metrics, dqn_weights = dqn_train(dqn, {key: v[:, rows] for key, v in dqn_batch.items()}, update_target)
     for _ in range(2):
-        a2c_metrics, a2c_weights = a2c.train(*(x[rows] for x in a2c_batch), 0.01)
+        a2c_metrics, a2c_weights = ac_train(a2c, *(x[rows] for x in a2c_batch))
     ppo_metrics, ppo_weights = {}, []
     if rows == slice(None):  # half of 16 rows is a single minibatch: not the same update
         for _ in range(2):
-            ppo_metrics, ppo_weights = ppo.train(*ppo_batch, 0.01, 0.1)  # not the config's 0.2
+            ppo_metrics, ppo_weights = ac_train(ppo, *ppo_batch, start_env_step=500)  # clip range 0.1
     return start, {"ppo_metrics": ppo_metrics, "ppo_weights": [w.tolist() for w in ppo_weights],
                    "ppo_steps": int(ppo.optimizer.iterations.numpy()),
                    "dqn_loss": dqn_metrics["loss"], "dqn_weights": [w.tolist() for w in dqn_weights],
-                   "gradient_steps": int(dqn.gradient_steps.numpy()), "a2c_metrics": a2c_metrics,
+                   "gradient_steps": int(dqn.gradient_steps_done.numpy()), "a2c_metrics": a2c_metrics,
                    "a2c_weights": [w.tolist() for w in a2c_weights],
                    "copies": len(getattr(dqn.online.trainable_variables[0].value, "values", [None])),
                    "device": dqn.online.trainable_variables[0].value.device}
@@ -208,9 +220,10 @@ results = {"single": results}
 for name in ("mirrored", "mirrored_xla", "one_device"):
     results[name] = train(runtimes[name], reference)[1]
 # The pitfall that shapes the replicated step: XLA around a whole step that updates mirrored variables.
-whole_step = tf.function(DQNLearner(dqn_config, env, mirrored)._replicated_train_step, jit_compile=True)
+mirrored_learner = DQNLearner(dqn_config, env, mirrored)
+whole_step = tf.function(mirrored_learner._train_step, jit_compile=True)
 try:
-    whole_step(DQNLearner(dqn_config, env, single).pack(dqn_batch), tf.constant(False))
+    whole_step(mirrored_learner.rows.pack(dqn_batch, batch_dims=2), tf.constant(False))
     jit_error = None
 except Exception as e:
     jit_error = f"{type(e).__name__}: {e}"
@@ -232,9 +245,9 @@ def guard(runtime):  # (tensors, gradient step) of the NonFiniteError a NaN rewa
     advantages = a2c_batch[2].copy()
     advantages[0] = np.nan
     caught = {}
-    for name, call in (("dqn", lambda: dqn.train(batch, False)),
-                       ("a2c", lambda: a2c.train(a2c_batch[0], a2c_batch[1], advantages, a2c_batch[3], 0.01)),
-                       ("ppo", lambda: ppo.train(ppo_batch[0], ppo_batch[1], ppo_advantages, *ppo_batch[3:], 0.01, 0.2))):
+    for name, call in (("dqn", lambda: dqn_train(dqn, batch, False)),
+                       ("a2c", lambda: ac_train(a2c, a2c_batch[0], a2c_batch[1], advantages, a2c_batch[3])),
+                       ("ppo", lambda: ac_train(ppo, ppo_batch[0], ppo_batch[1], ppo_advantages, *ppo_batch[3:]))):
         try:
             call()
             caught[name] = None
@@ -282,6 +295,7 @@ def test_replicated_step_makes_the_single_device_update(equivalence, name, copie
     assert mirrored["ppo_steps"] == single["ppo_steps"] == 8
     assert _max_difference(mirrored["ppo_weights"], single["ppo_weights"]) < 1e-5
     assert set(single["ppo_metrics"]) >= {"loss", "approx_kl", "clip_fraction", "grad_norm"}
+    assert single["ppo_metrics"]["clip_range"] == pytest.approx(0.1)  # the schedule, at the rollouts' start
     for key, value in single["ppo_metrics"].items():
         assert mirrored["ppo_metrics"][key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
 
@@ -333,9 +347,9 @@ _DIGEST = re.compile(r"final checkpoint: task=(\S+) variables_sha256=([0-9a-f]{6
 # DQN with its own replay on each worker: first train call at env step 64, then every 16; 2 gradient steps each.
 _WORKER_ARGS = [
     "--agent=dqn", "--env=CartPole-v1", "--strategy=multi_worker", "--preset=none", "--seed=3",
-    "--hp=total_env_steps=320", "--hp=hidden_sizes=16", "--hp=learning_starts=64", "--hp=train_freq=16",
-    "--hp=gradient_steps=2", "--hp=batch_size=32", "--hp=log_interval=160", "--hp=eval_interval=0",
-    "--hp=final_eval_episodes=2", "--hp=checkpoint_interval=160", "--hp=target_update_period=100",
+    "--hp=total_env_steps=320", "--hp=hidden_sizes=16", "--hp=learning_starts=64", "--hp=train_period_env_steps=16",
+    "--hp=gradient_steps_per_train=2", "--hp=batch_size=32", "--hp=log_interval=160", "--hp=eval_interval=0",
+    "--hp=final_eval_episodes=2", "--hp=checkpoint_interval=160", "--hp=target_update_period_env_steps=100",
     "--hp=learning_rate=0.01",
 ]
 
@@ -390,7 +404,7 @@ def test_only_the_chief_wrote_files(two_workers):
 # PPO: each worker shuffles its own 200-row rollouts; 8 updates of 2 epochs x 4 minibatch steps, all all-reduced.
 _PPO_WORKER_ARGS = [
     "--agent=ppo", "--env=CartPole-v1", "--strategy=multi_worker", "--preset=none", "--seed=3",
-    "--hp=total_env_steps=1600", "--hp=hidden_sizes=16", "--hp=num_envs=2", "--hp=n_steps=100",
+    "--hp=total_env_steps=1600", "--hp=hidden_sizes=16", "--hp=num_envs=2", "--hp=rollout_length=100",
     "--hp=batch_size=50", "--hp=n_epochs=2", "--hp=log_interval=800", "--hp=eval_interval=0",
     "--hp=final_eval_episodes=2", "--hp=checkpoint_interval=800",
 ]
@@ -417,7 +431,7 @@ def test_two_ppo_workers_end_with_identical_variables_and_only_the_chief_writes(
 
 _MIRRORED_A2C_ARGS = [
     "--agent=a2c", "--env=CartPole-v1", "--strategy=mirrored", "--logical_cpus=2", "--hp=total_env_steps=160",
-    "--hp=hidden_sizes=16", "--hp=num_envs=2", "--hp=n_steps=4", "--hp=log_interval=80", "--hp=eval_interval=0",
+    "--hp=hidden_sizes=16", "--hp=num_envs=2", "--hp=rollout_length=4", "--hp=log_interval=80", "--hp=eval_interval=0",
     "--hp=final_eval_episodes=2", "--hp=checkpoint_interval=80",
 ]
 

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from tfrl import numerics, runtime as runtime_lib
 from tfrl.agents.dqn.config import DQNConfig
-from tfrl.agents.dqn.learning import DQNLearner, huber, q_learning_loss, td_targets
+from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch, huber, q_learning_loss, td_targets
 from tfrl.envs import EnvInfo
 from tfrl.runtime import RuntimeOptions
 
@@ -141,8 +141,14 @@ def _stack(batch, k):
     return {name: np.stack([value] * k) for name, value in batch.items()}
 
 
+def _train(learner, batch, update_target):
+    """(metrics, weights) of one update call."""
+    update = learner.update(ReplayBatch(batch, update_target))
+    return update.metrics, update.weights
+
+
 def _call(learner, batch, update_target=False):
-    metrics, weights = learner.train(batch, update_target)
+    metrics, weights = _train(learner, batch, update_target)
     return metrics["loss"], metrics["q_mean"], weights
 
 
@@ -212,7 +218,7 @@ def test_gradient_step_double_dqn_by_hand(runtime):
         np.testing.assert_array_equal(w_returned, w_after)
     for w_before, w_after in zip(target_before, _weights(learner.target)):  # no target update asked
         np.testing.assert_array_equal(w_after, w_before)
-    assert int(learner.gradient_steps.numpy()) == 1
+    assert int(learner.gradient_steps_done.numpy()) == 1
 
 
 def test_gradient_step_vanilla_dqn_by_hand(runtime):
@@ -234,7 +240,7 @@ def test_k_gradient_steps_return_the_mean_loss_over_the_steps(runtime):
     loss_2 = _np_loss([w - LR for w in online_0], target, HAND_BATCH, double=True)
     assert loss_1 == pytest.approx(HAND_DOUBLE_LOSS)
     assert loss == pytest.approx((loss_1 + loss_2) / 2, rel=1e-5)
-    assert int(learner.gradient_steps.numpy()) == 2
+    assert int(learner.gradient_steps_done.numpy()) == 2
 
 
 @pytest.mark.parametrize("double_dqn", [True, False])
@@ -258,7 +264,7 @@ def test_loss_matches_numpy_on_random_weights_and_batch(runtime, double_dqn):
 
 def test_train_wrapper_returns_python_floats_and_numpy_weights(runtime):
     learner = _hand_learner(runtime)
-    metrics, weights = learner.train(_stack(HAND_BATCH, 1), update_target=False)
+    metrics, weights = _train(learner, _stack(HAND_BATCH, 1), update_target=False)
     assert metrics == {"loss": pytest.approx(HAND_DOUBLE_LOSS, rel=1e-6), "q_mean": pytest.approx(4.5, rel=1e-6)}
     assert all(isinstance(v, float) for v in metrics.values())
     assert [w.shape for w in weights] == [tuple(v.shape) for v in learner.online.trainable_variables]
@@ -313,9 +319,9 @@ def test_train_step_traces_once_for_any_k_and_batch_size(runtime):
             "discount": np.full((k, b), 0.99, np.float32),
             "next_obs": rng.normal(size=(k, b, 2)).astype(np.float32),
         }
-        learner.train(batch, update_target=update_target)  # a Python bool, as the loop passes it
+        _train(learner, batch, update_target=update_target)  # a Python bool, as the loop passes it
     assert learner.train_step.experimental_get_tracing_count() == 1
-    assert int(learner.gradient_steps.numpy()) == 1 + 3 + 2 + 4
+    assert int(learner.gradient_steps_done.numpy()) == 1 + 3 + 2 + 4
 
 
 def test_xla_and_non_xla_steps_agree():
@@ -359,8 +365,12 @@ _LEARNER_PRELUDE = """
     import tensorflow as tf
     from tfrl import runtime as runtime_lib
     from tfrl.agents.dqn.config import DQNConfig
-    from tfrl.agents.dqn.learning import DQNLearner
+    from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
     from tfrl.envs import EnvInfo
+
+    def _train(learner, batch, update_target):
+        update = learner.update(ReplayBatch(batch, update_target))
+        return update.metrics, update.weights
 
     def make_batch(k, b, obs_scale=1.0, seed=0):
         rng = np.random.default_rng(seed)
@@ -400,21 +410,21 @@ def mixed_precision_process():
     rt = runtime_lib.apply(runtime_lib.RuntimeOptions(mixed_precision="mixed_float16"))
     learner = DQNLearner(DQNConfig(hidden_sizes=(16, 16), batch_size=8), ENV, rt)
     f16 = summary(learner)
-    metrics, _ = learner.train(make_batch(2, 8), update_target=True)
+    metrics, _ = _train(learner, make_batch(2, 8), update_target=True)
     f16["loss"], f16["q_mean"] = metrics["loss"], metrics["q_mean"]
     f16["scale_before_overflow"] = float(learner.optimizer.dynamic_scale.numpy())
 
     # |obs| ~ 1e6 > 65504, the largest float16: the torso's first activations overflow to inf,
     # the loss and gradients are nan, and the loss scale optimizer must skip the step and halve the scale.
     online_before, target_before = weights(learner.online), weights(learner.target)
-    learner.train(make_batch(1, 8, obs_scale=1e6, seed=1), update_target=False)
+    _train(learner, make_batch(1, 8, obs_scale=1e6, seed=1), update_target=False)
     f16["scale_after_overflow"] = float(learner.optimizer.dynamic_scale.numpy())
     f16["online_unchanged"] = all(np.array_equal(a, b) for a, b in zip(online_before, weights(learner.online)))
     f16["online_finite"] = all(np.isfinite(w).all() for w in weights(learner.online))
     f16["target_unchanged"] = all(np.array_equal(a, b) for a, b in zip(target_before, weights(learner.target)))
 
     # A normal batch afterwards trains again at the halved scale.
-    metrics, _ = learner.train(make_batch(1, 8, seed=2), update_target=False)
+    metrics, _ = _train(learner, make_batch(1, 8, seed=2), update_target=False)
     f16["loss_after_recovery"] = metrics["loss"]
     f16["online_moved_after_recovery"] = not all(
         np.array_equal(a, b) for a, b in zip(online_before, weights(learner.online)))
@@ -424,7 +434,7 @@ def mixed_precision_process():
     learner = DQNLearner(DQNConfig(hidden_sizes=(16, 16), batch_size=8), ENV, rt)
     bf16 = summary(learner)
     before = weights(learner.online)
-    metrics, _ = learner.train(make_batch(2, 8), update_target=True)
+    metrics, _ = _train(learner, make_batch(2, 8), update_target=True)
     bf16["loss"], bf16["q_mean"] = metrics["loss"], metrics["q_mean"]
     bf16["online_moved"] = not all(np.array_equal(a, b) for a, b in zip(before, weights(learner.online)))
     print(json.dumps({"float16": f16, "bfloat16": bf16}))
@@ -471,11 +481,11 @@ def test_learner_variables_and_step_on_second_logical_cpu():
         "online": [device(v) for v in learner.online.variables],
         "target": [device(v) for v in learner.target.variables],
         "optimizer": [device(v) for v in learner.optimizer.variables],
-        "gradient_steps": [device(learner.gradient_steps)],
+        "gradient_steps": [device(learner.gradient_steps_done)],
     }
-    metrics, _ = learner.train(make_batch(2, 8), update_target=True)
+    metrics, _ = _train(learner, make_batch(2, 8), update_target=True)
     print(json.dumps({"device_name": rt.device_name, "devices": devices, "loss": metrics["loss"],
-                      "gradient_steps": int(learner.gradient_steps.numpy())}))
+                      "gradient_steps": int(learner.gradient_steps_done.numpy())}))
     """)
     assert result["device_name"] == "/device:CPU:1"
     for group, devices in result["devices"].items():
@@ -490,11 +500,11 @@ def test_learner_variables_and_step_on_second_logical_cpu():
 
 def test_a_nan_reward_stops_the_train_call_naming_the_loss_and_gradients_and_the_first_bad_step(runtime):
     learner = _hand_learner(runtime)
-    learner.train(_stack(HAND_BATCH, 3), False)  # gradient steps 1..3, all finite
+    _train(learner, _stack(HAND_BATCH, 3), False)  # gradient steps 1..3, all finite
     batch = _stack(HAND_BATCH, 3)
     batch["reward"][1, 0] = np.nan  # the 2nd of this call's 3 steps: gradient step 5
     with pytest.raises(numerics.NonFiniteError) as raised:
-        learner.train(batch, False)
+        _train(learner, batch, False)
     # Q(s) is finite at step 5 (4 finite updates so far); the NaN target makes the loss and its gradients NaN.
     assert (raised.value.tensors, raised.value.gradient_step) == (["loss", "gradients"], 5)
     assert str(raised.value) == ("training diverged: non-finite loss, gradients at gradient step 5; "
@@ -511,7 +521,7 @@ def test_a_poisoned_weight_is_reported_as_non_finite_q_values(runtime):
     kernel[0, 0] = np.inf  # Q(s, 0) = inf * s0 + ...: +inf for both rows (s0 > 0)
     head.set_weights([kernel, bias])
     with pytest.raises(numerics.NonFiniteError) as raised:
-        learner.train(_stack(HAND_BATCH, 2), False)
+        _train(learner, _stack(HAND_BATCH, 2), False)
     assert "Q-values" in raised.value.tensors and raised.value.gradient_step == 1
 
 

@@ -21,7 +21,7 @@ import tfrl
 from tfrl import checkpoints, config as config_lib, export, networks
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.config import DQNConfig
-from tfrl.agents.dqn.learning import DQNLearner
+from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.envs import EnvInfo
 from tfrl.errors import UsageError
 from tfrl.runtime import Runtime, RuntimeOptions
@@ -38,11 +38,11 @@ def _trained_learner(seed: int) -> DQNLearner:
     rng = np.random.default_rng(seed)
     for _ in range(3):  # weights away from their initialization
         k, b = 2, 8
-        learner.train({"obs": rng.normal(size=(k, b, 4)).astype(np.float32),
+        learner.update(ReplayBatch({"obs": rng.normal(size=(k, b, 4)).astype(np.float32),
                        "action": rng.integers(0, 2, (k, b), dtype=np.int32),
                        "reward": rng.normal(size=(k, b)).astype(np.float32),
                        "discount": np.full((k, b), 0.99, np.float32),
-                       "next_obs": rng.normal(size=(k, b, 4)).astype(np.float32)}, update_target=True)
+                       "next_obs": rng.normal(size=(k, b, 4)).astype(np.float32)}, update_target=True))
     return learner
 
 

@@ -4,6 +4,7 @@ Expected numbers are worked out by hand in the comments. Learners are built on C
 tfrl.runtime.apply(), so they leave the process's TF configuration alone.
 """
 
+import dataclasses
 import json
 import math
 import pathlib
@@ -13,9 +14,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import config as config_lib, evaluation, numerics, runs, serving
-from tfrl.agents.a2c.learning import normalized
-from tfrl.agents.a2c.networks import CategoricalHead
+from tfrl import config as config_lib, evaluation, numerics, runs, serving, training_loop
+from tfrl.agents.actor_critic.learning import normalized
+from tfrl.agents.actor_critic.networks import CategoricalHead
+from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.agents.ppo.learning import PPOLearner, minibatch_indices, ppo_loss
 from tfrl.envs import EnvInfo
@@ -27,6 +29,15 @@ LN2 = math.log(2.0)
 
 def _runtime(**options) -> Runtime:
     return Runtime(options=RuntimeOptions(**options), device_name="/device:CPU:0")
+
+
+def _train(learner, obs, actions, advantages, returns, old_log_probs, learning_rate, clip_range):
+    """(metrics, weights) of one update on these rows, at this constant step size and clip range (set through the
+    config the learner reads them from at each update)."""
+    learner.config = dataclasses.replace(learner.config, learning_rate=learning_rate, lr_schedule="constant",
+                                         clip_range=clip_range, clip_range_schedule="constant")
+    update = learner.update(Rollout(obs, actions, advantages, returns, old_log_probs, 0))
+    return update.metrics, update.weights
 
 
 # --- the clipped surrogate: four rows, two actions, all with logits [0, 0] (pi = [1/2, 1/2]), epsilon = 0.2 ----
@@ -115,7 +126,7 @@ def _batch(rows: int, seed: int = 0) -> dict:
 
 
 def _learner(seed: int = 0, runtime: Runtime | None = None, **overrides) -> PPOLearner:
-    config = PPOConfig(**{"num_envs": 4, "n_steps": 4, "batch_size": 16, "n_epochs": 1, "hidden_sizes": (8,),
+    config = PPOConfig(**{"num_envs": 4, "rollout_length": 4, "batch_size": 16, "n_epochs": 1, "hidden_sizes": (8,),
                           "entropy_coef": 0.01, **overrides})
     return PPOLearner(config, TINY_ENV, runtime or _runtime(), seed=seed)
 
@@ -141,7 +152,7 @@ def test_an_update_is_one_adam_step_per_minibatch_with_advantages_normalized_wit
         optimizer.apply(tape.gradient(loss, reference.trainable_variables), reference.trainable_variables)
         expected.append({"loss": float(loss), **{name: float(value) for name, value in terms.items()}})
 
-    metrics, weights = learner.train(**batch, learning_rate=1e-3, clip_range=0.1)
+    metrics, weights = _train(learner, **batch, learning_rate=1e-3, clip_range=0.1)
     assert len(expected) == n_epochs * 16 // batch_size
     for name in ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"):
         assert metrics[name] == pytest.approx(np.mean([e[name] for e in expected]), rel=1e-5, abs=1e-7), name
@@ -154,10 +165,10 @@ def test_an_update_is_one_adam_step_per_minibatch_with_advantages_normalized_wit
 
 def test_an_update_makes_n_epochs_times_minibatches_steps_and_its_orders_follow_the_seed():
     batch = _batch(32)
-    learners = [_learner(seed=seed, n_epochs=3, batch_size=8, num_envs=4, n_steps=8) for seed in (0, 0, 1)]
+    learners = [_learner(seed=seed, n_epochs=3, batch_size=8, num_envs=4, rollout_length=8) for seed in (0, 0, 1)]
     for learner in learners[1:]:
         learner.network.set_weights(learners[0].network.get_weights())
-    results = [learner.train(**batch, learning_rate=1e-3, clip_range=0.2)[1] for learner in learners]
+    results = [_train(learner, **batch, learning_rate=1e-3, clip_range=0.2)[1] for learner in learners]
     assert int(learners[0].optimizer.iterations.numpy()) == 3 * 32 // 8
     assert int(learners[0].updates.numpy()) == 1
     for a, b in zip(results[0], results[1]):
@@ -169,24 +180,26 @@ def test_the_update_does_not_retrace_across_rollout_sizes_and_schedules():
     learner = _learner(batch_size=4)
     for rows, learning_rate, clip_range in ((16, 1e-3, 0.2), (8, 5e-4, 0.1), (32, 1e-7, 0.01)):
         batch = _batch(rows)
-        learner.train(**batch, learning_rate=learning_rate, clip_range=clip_range)  # the concrete function
+        _train(learner, **batch, learning_rate=learning_rate, clip_range=clip_range)  # the concrete function
         minibatches = minibatch_indices(0, 0, 1, rows, 4)
-        learner.train_step(*batch.values(), minibatches, np.float32(learning_rate), np.float32(clip_range))
-        learner.train_step(*batch.values(), minibatches, learning_rate, clip_range)  # Python floats too
+        packed = learner.rows.pack({"obs": batch["obs"], "action": batch["actions"], "advantage": batch["advantages"],
+                                    "return": batch["returns"], "log_prob": batch["old_log_probs"]}, batch_dims=1)
+        learner.train_step(packed, minibatches, np.float32(learning_rate), np.float32(clip_range))
+        learner.train_step(packed, minibatches, learning_rate, clip_range)  # Python floats too
     assert learner.train_step.experimental_get_tracing_count() == 1
 
 
 def test_a_rollout_that_does_not_split_into_minibatches_is_refused():
     with pytest.raises(ValueError, match="a rollout of 10 rows does not split into minibatches of 16"):
-        _learner().train(**_batch(10), learning_rate=1e-3, clip_range=0.2)
+        _train(_learner(), **_batch(10), learning_rate=1e-3, clip_range=0.2)
 
 
 def test_the_update_with_xla_matches_without():
     plain = _learner(n_epochs=2, batch_size=8)
     compiled = _learner(n_epochs=2, batch_size=8, runtime=_runtime(xla=True))
     compiled.network.set_weights(plain.network.get_weights())
-    expected, expected_weights = plain.train(**_batch(16), learning_rate=1e-3, clip_range=0.2)
-    metrics, weights = compiled.train(**_batch(16), learning_rate=1e-3, clip_range=0.2)
+    expected, expected_weights = _train(plain, **_batch(16), learning_rate=1e-3, clip_range=0.2)
+    metrics, weights = _train(compiled, **_batch(16), learning_rate=1e-3, clip_range=0.2)
     for name in ("loss", "policy_loss", "value_loss", "entropy"):
         assert metrics[name] == pytest.approx(expected[name], rel=1e-4, abs=1e-6)
     for got, want in zip(weights, expected_weights):
@@ -199,7 +212,7 @@ def test_the_update_under_mixed_float16_uses_loss_scaling_and_float32_outputs():
     try:
         learner = _learner(runtime=_runtime(mixed_precision="mixed_float16"))
         assert isinstance(learner.optimizer, keras.optimizers.LossScaleOptimizer)
-        metrics, weights = learner.train(**_batch(16), learning_rate=1e-3, clip_range=0.2)
+        metrics, weights = _train(learner, **_batch(16), learning_rate=1e-3, clip_range=0.2)
         assert all(math.isfinite(metrics[name]) for name in ("loss", "policy_loss", "value_loss", "entropy"))
         assert all(w.dtype == np.float32 for w in weights)
     finally:
@@ -208,13 +221,13 @@ def test_the_update_under_mixed_float16_uses_loss_scaling_and_float32_outputs():
 
 def test_a_nan_advantage_stops_the_update_naming_the_loss_and_the_minibatch_step():
     learner = _learner(n_epochs=2, batch_size=8)
-    learner.train(**_batch(16), learning_rate=1e-3, clip_range=0.2)  # update 1: 4 finite steps
+    _train(learner, **_batch(16), learning_rate=1e-3, clip_range=0.2)  # update 1: 4 finite steps
     batch = _batch(16)
     # One NaN, in a row of the 2nd minibatch of update 2 (seed 0, update 1): standardized within that minibatch
     # it makes the loss and gradients NaN there. Steps count from 1 over the run: 4 + 2 = 6.
     batch["advantages"][minibatch_indices(0, 1, 2, 16, 8)[1][0]] = np.nan
     with pytest.raises(numerics.NonFiniteError) as raised:
-        learner.train(**batch, learning_rate=1e-3, clip_range=0.2)
+        _train(learner, **batch, learning_rate=1e-3, clip_range=0.2)
     assert (raised.value.tensors, raised.value.gradient_step) == (["loss", "gradients"], 6)
 
 
@@ -224,14 +237,14 @@ def test_a_poisoned_value_weight_is_reported_as_non_finite_outputs():
     kernel[0, 0] = np.inf
     learner.network.get_layer("value_head").set_weights([kernel, bias])
     with pytest.raises(numerics.NonFiniteError) as raised:
-        learner.train(**_batch(16), learning_rate=1e-3, clip_range=0.2)
+        _train(learner, **_batch(16), learning_rate=1e-3, clip_range=0.2)
     assert "policy logits or values" in raised.value.tensors and raised.value.gradient_step == 1
 
 
 # --- config and presets ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"batch_size": 48}, "num_envs \\* n_steps = 2048 must be a multiple of batch_size = 48"),
+    ({"batch_size": 48}, "num_envs \\* rollout_length = 2048 must be a multiple of batch_size = 48"),
     ({"clip_range": 0.0}, "clip_range must be > 0, got 0.0"),
     ({"n_epochs": 0}, "n_epochs must be > 0, got 0"),
     ({"clip_range_schedule": "cosine"}, "clip_range_schedule must be one of constant, linear, got 'cosine'"),
@@ -254,7 +267,7 @@ def test_presets_load_and_auto_pick_the_tuned_one(env_id, expected):
 def test_lunarlander_preset_is_the_zoo_settings():
     preset = config_lib.load_preset_file(REPO_ROOT / "configs" / "ppo-lunarlander.json")
     config = config_lib.apply_overrides(PPOConfig(), preset.hparams, preset.name)
-    assert (config.num_envs, config.n_steps, config.batch_size, config.n_epochs) == (16, 1024, 64, 4)
+    assert (config.num_envs, config.rollout_length, config.batch_size, config.n_epochs) == (16, 1024, 64, 4)
     assert (config.gamma, config.gae_lambda, config.entropy_coef, config.total_env_steps) == (0.999, 0.98, 0.01,
                                                                                                1_000_000)
     assert (config.learning_rate, config.clip_range, config.adam_eps, config.max_grad_norm) == (3e-4, 0.2, 1e-5, 0.5)
@@ -263,16 +276,15 @@ def test_lunarlander_preset_is_the_zoo_settings():
 # --- the loop --------------------------------------------------------------------------------------
 
 def test_the_loop_learns_cartpole_and_logs_the_ppo_metrics(tmp_path):
-    from tfrl.agents.ppo import loop
-
     # 48 updates of 256 rows, 4 epochs of 4 minibatches each. Random actions score ~22.
-    config = PPOConfig(total_env_steps=12_288, num_envs=8, n_steps=32, batch_size=64, n_epochs=4,
+    config = PPOConfig(total_env_steps=12_288, num_envs=8, rollout_length=32, batch_size=64, n_epochs=4,
                        learning_rate=1e-3, gamma=0.98, gae_lambda=0.8, eval_interval=0, final_eval_episodes=10,
                        log_interval=4096, checkpoint_interval=0)
-    final = loop.train(config, "CartPole-v1", 0, _runtime(), tmp_path, progress_bar=False)
+    final = training_loop.train("ppo", config, "CartPole-v1", 0, _runtime(), tmp_path,
+                                training_loop.LoopOptions(progress_bar=False))
     assert final["kind"] == "final_eval" and final["env_step"] == 12_288 and final["updates"] == 48
     assert final["return_mean"] > 100, final
-    # The checkpoint loads as an exportable policy (tfrl.agents.ppo.policy) that replays the final evaluation.
+    # The checkpoint loads as an exportable policy (tfrl.agents.actor_critic.policy) that replays the final evaluation.
     (tmp_path / runs.CONFIG_FILE).write_text(json.dumps({"agent": "ppo", "env_id": "CartPole-v1", "seed": 0,
                                                           "hparams": {}}))
     loaded = runs.load_policy(tmp_path)

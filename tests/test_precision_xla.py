@@ -1,6 +1,6 @@
 """Every precision policy x XLA on/off learns CartPole, and float16's loss-scale state survives the run's checkpoint.
 
-The A2C loop (tfrl.agents.a2c.loop.train, what scripts/train.py runs) trains CartPole-v1 for 30k env steps
+The run loop with A2C (tfrl.training_loop.train, what scripts/train.py runs) trains CartPole-v1 for 30k env steps
 under each of the 6 combinations. The Keras precision policy is process-global, so the combinations run in
 two fresh processes (three each, side by side on the two cores); apply() may change the policy and XLA
 between runs because the device configuration stays the same. Unit tests of the float16 step (loss scaling,
@@ -29,19 +29,20 @@ _TRAIN_COMBINATIONS = """
     import json, pathlib, sys, tempfile
     import keras, tensorflow as tf
     from tfrl import checkpoints, runtime as runtime_lib
-    from tfrl.agents.a2c import loop
+    from tfrl import training_loop
     from tfrl.agents.a2c.config import A2CConfig
     from tfrl.agents.a2c.learning import A2CLearner
     from tfrl.envs import EnvInfo
 
-    config = A2CConfig(total_env_steps=30_000, num_envs=8, n_steps=8, gamma=0.98, gae_lambda=0.8,
+    config = A2CConfig(total_env_steps=30_000, num_envs=8, rollout_length=8, gamma=0.98, gae_lambda=0.8,
                        learning_rate=1e-3, lr_schedule="linear", eval_interval=0, final_eval_episodes=20,
                        log_interval=10**9, checkpoint_interval=0)  # one checkpoint, at the end
     results = []
     for policy, xla in json.loads(sys.argv[1]):
         runtime = runtime_lib.apply(runtime_lib.RuntimeOptions(mixed_precision=policy, xla=xla))
         run_dir = pathlib.Path(tempfile.mkdtemp())
-        final = loop.train(config, "CartPole-v1", 1, runtime, run_dir, progress_bar=False)
+        final = training_loop.train("a2c", config, "CartPole-v1", 1, runtime, run_dir,
+                                    training_loop.LoopOptions(progress_bar=False))
         result = {"policy": policy, "xla": xla, "return_mean": final["return_mean"],
                   "global_policy": keras.mixed_precision.global_policy().name}
         # A fresh learner, restored from the run's final checkpoint, against the checkpoint file itself.

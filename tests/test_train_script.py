@@ -75,8 +75,8 @@ REPRODUCIBLE_ARGS = behaviour_digests.RUNS
 # it learns), then the final 10 episodes of the last and of the best policy, and the export of the best.
 BEST_POLICY_ARGS = [
     "--agent=dqn", "--env=CartPole-v1", "--preset=none", "--seed=4", "--hp=keep_best_policy=true",
-    "--hp=total_env_steps=3000", "--hp=hidden_sizes=32,32", "--hp=learning_starts=200", "--hp=gradient_steps=1",
-    "--hp=batch_size=32", "--hp=target_update_period=100", "--hp=log_interval=1000", "--hp=eval_interval=500",
+    "--hp=total_env_steps=3000", "--hp=hidden_sizes=32,32", "--hp=learning_starts=200", "--hp=gradient_steps_per_train=1",
+    "--hp=batch_size=32", "--hp=target_update_period_env_steps=100", "--hp=log_interval=1000", "--hp=eval_interval=500",
     "--hp=eval_episodes=5", "--hp=final_eval_episodes=10", "--hp=checkpoint_interval=0",
 ]
 
@@ -85,7 +85,7 @@ BEST_POLICY_ARGS = [
 DIVERGING_ARGS = [
     "--agent=dqn", "--env=CartPole-v1", "--preset=none", "--seed=0", "--hp=learning_rate=1e30",
     "--hp=total_env_steps=3000", "--hp=learning_starts=600", "--hp=checkpoint_interval=500",
-    "--hp=hidden_sizes=16,16", "--hp=gradient_steps=1", "--hp=batch_size=32", "--hp=log_interval=500",
+    "--hp=hidden_sizes=16,16", "--hp=gradient_steps_per_train=1", "--hp=batch_size=32", "--hp=log_interval=500",
     "--hp=eval_interval=0",
 ]
 
@@ -112,7 +112,7 @@ BAD_INPUTS = [
     ("zero_batch_size", ["--agent=dqn", "--env=CartPole-v1", "--hp=batch_size=0"], "batch_size must be > 0, got 0"),
     ("negative_learning_rate", ["--agent=a2c", "--env=CartPole-v1", "--hp=learning_rate=-0.001"],
      "learning_rate must be > 0, got -0.001"),
-    ("zero_rollout", ["--agent=a2c", "--env=CartPole-v1", "--hp=n_steps=0"], "n_steps must be > 0, got 0"),
+    ("zero_rollout", ["--agent=a2c", "--env=CartPole-v1", "--hp=rollout_length=0"], "rollout_length must be > 0, got 0"),
     ("zero_layer", ["--agent=dqn", "--env=CartPole-v1", "--hp=hidden_sizes=64,0"],
      "hidden_sizes must be positive layer sizes, got (64, 0)"),
     ("zero_threads", ["--agent=dqn", "--env=CartPole-v1", "--logical_cpus=0"], "--logical_cpus: must be >= 1, got 0"),
@@ -196,7 +196,7 @@ def test_learning_run_writes_resolved_config(learning_run):
     assert hparams["total_env_steps"] == 30000  # --hp
     assert hparams["hidden_sizes"] == [64, 64]  # --hp, as a JSON list
     assert hparams["learning_rate"] == 2.3e-3  # from the preset
-    assert hparams["train_freq"] == 256 and hparams["gradient_steps"] == 128  # from the preset
+    assert hparams["train_period_env_steps"] == 256 and hparams["gradient_steps_per_train"] == 128  # from the preset
     assert hparams["epsilon_start"] == 1.0  # a DQNConfig default neither overrides
     assert config["runtime"]["mixed_precision"] == "float32"
 

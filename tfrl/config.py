@@ -9,6 +9,12 @@ stops the run instead of being silently ignored.
 Preset file format:
     {"agent": "dqn", "env_ids": ["LunarLander-v2", "LunarLander-v3"],
      "description": "...", "hparams": {"learning_rate": 6.3e-4, ...}}
+
+The fields every agent shares (run length, vector envs, the loop's evaluation,
+log and checkpoint cadences) are declared once, in `LoopConfig`, which each
+agent's config extends. A field that was renamed stays readable under its old
+name (the config class's RENAMED map) with one deprecation warning, so older
+presets and run directories still load.
 """
 
 from __future__ import annotations
@@ -17,9 +23,12 @@ import dataclasses
 import difflib
 import json
 import pathlib
+import threading
 import types
 import typing
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
+
+from absl import logging
 
 from tfrl.errors import UsageError
 
@@ -150,11 +159,79 @@ def _type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
+def require(condition: bool, message: str) -> None:
+    """Range check for a config's __post_init__; raised as ConfigError by apply_overrides."""
+    if not condition:
+        raise ValueError(message)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopConfig:
+    """The fields of every agent's config that the run loop (tfrl.training_loop) reads.
+
+    "env steps" count transitions summed over all vector envs. An agent's config extends this class and may
+    give these fields other defaults.
+    """
+
+    RENAMED: ClassVar[Mapping[str, str]] = {}  # old hyperparameter name -> current one, in the subclasses
+
+    total_env_steps: int = 100_000
+    """Length of training, in env steps."""
+    num_envs: int = 1
+    """Parallel environments stepped together (one batched NumPy forward pass per vector step)."""
+    eval_interval: int = 10_000
+    """Env steps between greedy evaluations (0 disables periodic evaluation)."""
+    eval_episodes: int = 10
+    """Episodes per periodic greedy evaluation."""
+    final_eval_episodes: int = 100
+    """Episodes of the greedy evaluation that ends the run."""
+    keep_best_policy: bool = False
+    """Keep the policy of the best periodic evaluation (tfrl.best_policy): the run then also evaluates it at the
+    end ("best_eval", on the final evaluation's episodes) and exports it instead of the last policy."""
+    log_interval: int = 2_000
+    """Env steps between log lines and TensorBoard scalars."""
+    checkpoint_interval: int = 25_000
+    """Env steps between checkpoints (networks, optimizer, step counters, RNG states, the loop's state and, for
+    off-policy agents, the replay buffer; see tfrl.checkpoints); 0 = only at the end of training. A run resumes
+    from its newest checkpoint."""
+
+    def __post_init__(self):
+        for name in ("total_env_steps", "num_envs", "final_eval_episodes", "log_interval"):
+            require(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
+        for name in ("eval_interval", "eval_episodes", "checkpoint_interval"):
+            require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
+        require(not self.keep_best_policy or (self.eval_interval > 0 and self.eval_episodes > 0),
+                "keep_best_policy needs periodic evaluations: eval_interval > 0 and eval_episodes > 0")
+
+
+def require_positive_sizes(name: str, sizes: Sequence[int]) -> None:
+    require(len(sizes) > 0 and all(h > 0 for h in sizes), f"{name} must be positive layer sizes, got {tuple(sizes)}")
+
+
+_warned_renames: set[tuple[str, str]] = set()
+_rename_lock = threading.Lock()
+
+
+def _current_name(config_cls: type, key: str, source: str) -> str:
+    """`key`, or its current name if the config class renamed it (warning once per process and name)."""
+    new = getattr(config_cls, "RENAMED", {}).get(key)
+    if new is None:
+        return key
+    with _rename_lock:
+        if (config_cls.__name__, key) not in _warned_renames:
+            _warned_renames.add((config_cls.__name__, key))
+            logging.warning("%s: hyperparameter %r is now called %r; the old name is read for now", source, key, new)
+    return new
+
+
 def apply_overrides(config: Any, overrides: Mapping[str, Any], source: str) -> Any:
     """Return `config` with `overrides` applied; unknown keys list the close matches."""
     types = _field_types(type(config))
     changes = {}
     for key, value in overrides.items():
+        key = _current_name(type(config), key, source)
+        if key in changes:
+            raise ConfigError(f"{source}: {key!r} is given twice (once under its old name)")
         if key not in types:
             close = difflib.get_close_matches(key, types, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -181,9 +258,3 @@ def parse_cli_overrides(items: Sequence[str]) -> dict[str, str]:
 
 def to_dict(config: Any) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
-
-
-def require(condition: bool, message: str) -> None:
-    """Range check for a config's __post_init__; raised as ConfigError by apply_overrides."""
-    if not condition:
-        raise ValueError(message)

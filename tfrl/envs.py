@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import threading
+from typing import Callable
 
 import gymnasium as gym
 import numpy as np
@@ -124,3 +125,52 @@ def finished_episodes(done: np.ndarray, infos: dict) -> list[tuple[float, int]]:
         return []
     episode = infos["final_info"]["episode"]
     return [(float(episode["r"][i]), int(episode["l"][i])) for i in np.flatnonzero(done)]
+
+
+@dataclasses.dataclass(frozen=True)
+class VectorStep:
+    """One step of a vector env: what was acted on, and what came back."""
+
+    obs: np.ndarray  # s_t [N, *obs_shape] float32, the observations the actions were chosen on
+    action: np.ndarray  # a_t [N]
+    reward: np.ndarray  # r_t [N]
+    terminated: np.ndarray  # [N] bool: the episode reached a terminal state
+    truncated: np.ndarray  # [N] bool: the episode was cut (time limit)
+    next_obs: np.ndarray  # the env's output: already the next episode's first obs where one ended (SAME_STEP)
+    infos: dict
+
+    @property
+    def done(self) -> np.ndarray:
+        return self.terminated | self.truncated
+
+    def final_obs(self) -> np.ndarray:
+        """s_{t+1} [N, ...] float32: next_obs, with the true last obs where an episode ended (next_obs_for_storage)."""
+        return next_obs_for_storage(self.next_obs, self.done, self.infos)
+
+
+class VectorStepper:
+    """A vector env and where the run is in it: its current observations and the env step count.
+
+    `on_episode(env_step, return, length)` hears of every episode that ends.
+    """
+
+    def __init__(self, env: gym.vector.VectorEnv, on_episode: Callable[[int, float, int], None]):
+        self.env = env
+        self.num_envs = env.num_envs
+        self.obs = env.first_obs  # [N, *obs_shape] float32
+        self.env_step = 0  # transitions so far, summed over the envs
+        self._on_episode = on_episode
+
+    def step(self, action: np.ndarray) -> VectorStep:
+        next_obs, reward, terminated, truncated, infos = self.env.step(action)
+        self.env_step += self.num_envs
+        step = VectorStep(self.obs, action, reward, terminated, truncated, next_obs, infos)
+        for episode_return, length in finished_episodes(step.done, infos):
+            self._on_episode(self.env_step, episode_return, length)
+        self.obs = np.array(next_obs, dtype=np.float32)  # a copy: the vector env reuses its buffer
+        return step
+
+    def resume_at(self, seed: int, env_step: int) -> None:
+        """Continue a restored run at `env_step` on fresh episodes (reset_for_resume)."""
+        self.env_step = env_step
+        self.obs = reset_for_resume(self.env, seed, env_step)

@@ -8,14 +8,14 @@
     <run_dir>/saved_models/<model_name>/<version>/   tfrl.export (train.py exports there at the end)
     <run_dir>/.lock             the pid of the process training into it, flock-ed while it runs
 
-An agent's exportable policy comes from the module `tfrl.agents.<agent>.policy`,
-function `serving_policy(config, env_info) -> tfrl.export.ServingPolicy`.
+An agent's exportable policy comes from the policy module the agent registry names
+(tfrl.agents), function `serving_policy(config, env_info) -> tfrl.export.ServingPolicy`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import importlib
 import json
 import os
 import pathlib
@@ -27,6 +27,7 @@ import tfrl
 from tfrl import agents, config as config_lib, envs
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
+from tfrl.runtime import RuntimeOptions
 
 # TensorFlow loads at the first policy load or export: a launcher checks a run's config.json without it.
 best_policy = LazyModule("tfrl.best_policy")
@@ -39,17 +40,32 @@ LOCK_FILE = ".lock"  # held (flock) by the one process training into the run dir
 
 
 @dataclasses.dataclass(frozen=True)
-class RunConfig:
-    """What defines a run: resuming needs the same agent, env id, seed, hyperparameters and precision."""
+class RunRecord:
+    """A run's config.json: what defines the run, and how it was launched. This class is its only reader and
+    writer: train.py writes it once, at the start; --resume, evaluation and export read it.
+
+    Resuming needs the same agent, env id, seed, hyperparameters and precision (`differences`); the launcher
+    flags (`launcher_flags`) fill in what a --resume command line leaves out.
+    """
 
     agent: str
     env_id: str  # resolved, e.g. LunarLander-v3
     seed: int
     config: Any  # the agent's config dataclass
-    mixed_precision: str = "float32"  # changes the optimizer's checkpoint structure (loss scaling)
+    runtime: RuntimeOptions = RuntimeOptions()
+    env_arg: str | None = None  # as given on the command line, e.g. LunarLander-v2 (None: env_id)
+    preset: str | None = None
+    vector_mode: str = "sync"
+    keep_checkpoints: int | None = None  # as given; None: the launcher's default
+    tfrl_version: str = tfrl.__version__
 
-    def differences(self, other: RunConfig) -> list[str]:
-        """Human-readable "field: mine != other's" for each difference; empty if the runs are the same."""
+    @property
+    def mixed_precision(self) -> str:
+        """The precision policy: it changes the optimizer's checkpoint structure (loss scaling)."""
+        return self.runtime.mixed_precision
+
+    def differences(self, other: RunRecord) -> list[str]:
+        """Human-readable "field: mine != other's" for each difference that makes another run; empty if none."""
         diffs = [f"{name}: {getattr(self, name)!r} != {getattr(other, name)!r}"
                  for name in ("agent", "env_id", "seed", "mixed_precision")
                  if getattr(self, name) != getattr(other, name)]
@@ -58,6 +74,88 @@ class RunConfig:
         mine, theirs = config_lib.to_dict(self.config), config_lib.to_dict(other.config)
         diffs += [f"hparams.{key}: {mine[key]!r} != {theirs[key]!r}" for key in mine if mine[key] != theirs[key]]
         return diffs
+
+    def launcher_flags(self) -> dict[str, Any]:
+        """{flag name: value} of the launch that wrote this record, for --resume."""
+        flags = {"agent": self.agent, "env": self.env_arg or self.env_id, "seed": self.seed,
+                 "vector_mode": self.vector_mode, **dataclasses.asdict(self.runtime)}
+        if self.keep_checkpoints is not None:
+            flags["keep_checkpoints"] = self.keep_checkpoints
+        return flags
+
+    def to_json(self) -> dict:
+        return {"tfrl_version": self.tfrl_version, "agent": self.agent, "env_id": self.env_id,
+                "env_arg": self.env_arg or self.env_id, "seed": self.seed, "preset": self.preset,
+                "vector_mode": self.vector_mode, "keep_checkpoints": self.keep_checkpoints,
+                "hparams": config_lib.to_dict(self.config), "runtime": dataclasses.asdict(self.runtime)}
+
+    @classmethod
+    def from_json(cls, raw: Any, source: str) -> RunRecord:
+        """The record of a parsed config.json; UsageError naming the first field that is missing or ill-typed.
+
+        Hyperparameters missing from the file (fields added to the config class later) take their defaults,
+        and renamed ones are read under their old names (tfrl.config).
+        """
+        field = _JsonFields(raw, source)
+        agent = field.get("agent", str)
+        config = config_lib.apply_overrides(agents.get(agent).config_cls(), field.get("hparams", dict), source)
+        runtime_raw = field.get("runtime", dict, default={})
+        runtime_fields = {f.name: f for f in dataclasses.fields(RuntimeOptions)}
+        unknown = sorted(set(runtime_raw) - set(runtime_fields))
+        if unknown:
+            raise UsageError(f"{source}: unknown runtime option {unknown[0]!r}")
+        runtime = RuntimeOptions(**{name: _JsonFields(runtime_raw, f"{source}: runtime").get(
+            name, _RUNTIME_TYPES[name], default=getattr(RuntimeOptions(), name)) for name in runtime_raw})
+        return cls(agent=agent, env_id=field.get("env_id", str), seed=field.get("seed", int), config=config,
+                   runtime=runtime, env_arg=field.get("env_arg", str, default=None),
+                   preset=field.get("preset", str, default=None),
+                   vector_mode=field.get("vector_mode", str, default="sync"),
+                   keep_checkpoints=field.get("keep_checkpoints", int, default=None),
+                   tfrl_version=field.get("tfrl_version", str, default="unknown"))
+
+
+# JSON types of the RuntimeOptions fields (None is allowed where the field's default is None).
+_RUNTIME_TYPES = {"device": str, "visible_gpus": str, "memory_growth": bool, "gpu_memory_limit_mb": int,
+                  "mixed_precision": str, "xla": bool, "intra_op_threads": int, "inter_op_threads": int,
+                  "logical_cpus": int, "strategy": str, "cross_device_ops": str, "collective": str,
+                  "deterministic": bool}
+
+
+class _JsonFields:
+    """Typed reads of a JSON object's fields: a missing required field or a value of another JSON type is a
+    UsageError naming the file and the field (booleans are true/false only, never "no" or 0)."""
+
+    _REQUIRED = object()
+
+    def __init__(self, raw: Any, source: str):
+        if not isinstance(raw, dict):
+            raise UsageError(f"{source}: expected a JSON object, got {type(raw).__name__}")
+        self._raw, self._source = raw, source
+
+    def get(self, name: str, kind: type, default: Any = _REQUIRED) -> Any:
+        if name not in self._raw or (self._raw[name] is None and default is not self._REQUIRED):
+            if default is self._REQUIRED:
+                raise UsageError(f"{self._source}: missing {name!r}")
+            return default
+        value = self._raw[name]
+        valid = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+        if not valid:
+            expected = {str: "a string", int: "an integer", bool: "true or false", dict: "an object"}[kind]
+            raise UsageError(f"{self._source}: {name!r} must be {expected}, got {value!r}")
+        return value
+
+
+def write_config(run_dir: pathlib.Path, record: RunRecord) -> None:
+    """Writes <run_dir>/config.json (atomically: a run dir never holds half a config)."""
+    path = pathlib.Path(run_dir) / CONFIG_FILE
+    tmp = path.with_name(f".{CONFIG_FILE}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps(record.to_json(), indent=2) + "\n")
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise UsageError(f"--run_dir: cannot write {path}: {e.strerror}") from None
 
 
 def lock_for_training(run_dir: pathlib.Path):
@@ -98,23 +196,16 @@ def lock_for_training(run_dir: pathlib.Path):
     return handle
 
 
-def read_config(run_dir: pathlib.Path) -> tuple[RunConfig, dict]:
-    """(RunConfig, the raw config.json) of a run dir; UsageError if it is missing or broken.
-
-    Hyperparameters missing from the file (fields added to the config class later) take their defaults.
-    """
+def read_config(run_dir: pathlib.Path) -> RunRecord:
+    """The RunRecord of a run dir; UsageError if its config.json is missing or broken."""
     path = pathlib.Path(run_dir) / CONFIG_FILE
     if not path.exists():
         raise UsageError(f"{path} does not exist: {run_dir} is not a tfrl run directory")
     try:
         raw = json.loads(path.read_text())
-        agent, env_id, seed, hparams = raw["agent"], raw["env_id"], int(raw["seed"]), raw["hparams"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError) as e:
         raise UsageError(f"{path}: cannot read the run's config ({type(e).__name__}: {e})") from None
-    entry = agents.get(agent)
-    config = config_lib.apply_overrides(entry.config_cls(), hparams, str(path))
-    mixed_precision = (raw.get("runtime") or {}).get("mixed_precision", "float32")
-    return RunConfig(agent=agent, env_id=env_id, seed=seed, config=config, mixed_precision=mixed_precision), raw
+    return RunRecord.from_json(raw, str(path))
 
 
 def env_info(env_id: str) -> envs.EnvInfo:
@@ -126,21 +217,11 @@ def env_info(env_id: str) -> envs.EnvInfo:
         env.close()
 
 
-def policy_module(agent: str):
-    name = f"tfrl.agents.{agent}.policy"
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as e:
-        if e.name != name:
-            raise
-        raise UsageError(f"agent {agent!r} has no exportable policy yet (no module {name})") from None
-
-
 @dataclasses.dataclass(frozen=True)
 class LoadedPolicy:
     policy: export.ServingPolicy
     env: envs.EnvInfo
-    run_config: RunConfig
+    run_config: RunRecord
     env_step: int  # training env steps at the checkpoint
     checkpoint: int  # checkpoint number (in best_policy/ for the best policy)
     best_eval_return_mean: float | None = None  # the periodic evaluation that made it the best policy, if it is
@@ -151,9 +232,9 @@ def load_policy(run_dir: pathlib.Path, checkpoint: int | None = None, best: bool
     run_dir = pathlib.Path(run_dir)
     if not run_dir.is_dir():
         raise UsageError(f"run directory {run_dir} does not exist")
-    run_config, _ = read_config(run_dir)
+    run_config = read_config(run_dir)
     info = env_info(run_config.env_id)
-    policy = policy_module(run_config.agent).serving_policy(run_config.config, info)
+    policy = agents.get(run_config.agent).policy_module.serving_policy(run_config.config, info)
     if best:
         if checkpoint is not None:
             raise UsageError("choose a checkpoint number or the best policy, not both")

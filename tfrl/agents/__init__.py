@@ -1,43 +1,67 @@
-"""The agents tfrl can train, by command-line name."""
+"""The agents tfrl can train, by command-line name: one table, the one place an agent is registered.
+
+Each entry names, as "module:attribute" strings so that nothing here imports TensorFlow:
+    config    its hyperparameter dataclass (an extension of tfrl.config.LoopConfig)
+    learner   its learner class: Learner(config, env_info, runtime, seed), with check_runtime(config, runtime)
+    agent     its agent class: Agent(learner, config, env_info, seed), with check_runtime(config, runtime)
+    policy    the module whose serving_policy(config, env_info, network=None) is the exported greedy policy
+The contracts are in tfrl.agents.core; tfrl.training_loop runs any of them.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import Any, Callable
+from typing import Any
 
 from tfrl.errors import UsageError
 
 
 @dataclasses.dataclass(frozen=True)
-class AgentEntry:
-    config_cls: type
-    loop_module: str  # the module with train(); imported (with TensorFlow) only when train is used
+class AgentSpec:
+    name: str
+    config: str
+    learner: str
+    agent: str
+    policy: str
 
     @property
-    def train(self) -> Callable[..., dict]:
-        """train(config, env_id, seed, runtime, run_dir, vector_mode, progress_bar, stop_requested, keep_checkpoints)."""
-        return importlib.import_module(self.loop_module).train
+    def config_cls(self) -> type:
+        return _load(self.config)
+
+    def build(self, config, env_info, runtime, seed: int):
+        """The agent (tfrl.agents.core.Agent) with a fresh learner, for one run."""
+        learner = _load(self.learner)(config, env_info, runtime, seed)
+        return _load(self.agent)(learner, config, env_info, seed)
+
+    def check_runtime(self, config, runtime) -> None:
+        """UsageError if `config` cannot train under `runtime`'s strategy; writes nothing."""
+        _load(self.learner).check_runtime(config, runtime)
+        _load(self.agent).check_runtime(config, runtime)
 
     @property
-    def check_runtime(self) -> Callable[..., None]:
-        """check_runtime(config, runtime): UsageError if the agent cannot train under that runtime (strategy)."""
-        return importlib.import_module(self.loop_module).check_runtime
+    def policy_module(self):
+        return importlib.import_module(self.policy)
 
 
-_AGENTS = {
-    # name: (module with the config class, config class name, module with train() and check_runtime())
-    "dqn": ("tfrl.agents.dqn.config", "DQNConfig", "tfrl.agents.dqn.loop"),
-    "a2c": ("tfrl.agents.a2c.config", "A2CConfig", "tfrl.agents.a2c.loop"),
-    "ppo": ("tfrl.agents.ppo.config", "PPOConfig", "tfrl.agents.ppo.loop"),
-}
+_AGENTS = {spec.name: spec for spec in (
+    AgentSpec("dqn", config="tfrl.agents.dqn.config:DQNConfig", learner="tfrl.agents.dqn.learning:DQNLearner",
+              agent="tfrl.agents.dqn.agent:DQNAgent", policy="tfrl.agents.dqn.policy"),
+    AgentSpec("a2c", config="tfrl.agents.a2c.config:A2CConfig", learner="tfrl.agents.a2c.learning:A2CLearner",
+              agent="tfrl.agents.actor_critic.agent:ActorCriticAgent", policy="tfrl.agents.actor_critic.policy"),
+    AgentSpec("ppo", config="tfrl.agents.ppo.config:PPOConfig", learner="tfrl.agents.ppo.learning:PPOLearner",
+              agent="tfrl.agents.actor_critic.agent:ActorCriticAgent", policy="tfrl.agents.actor_critic.policy"),
+)}
 
 AGENT_NAMES = tuple(_AGENTS)
 
 
-def get(name: str) -> AgentEntry:
+def get(name: str) -> AgentSpec:
     if name not in _AGENTS:
         raise UsageError(f"--agent: unknown agent {name!r}; choose one of {', '.join(AGENT_NAMES)}")
-    config_module, config_cls, loop_module = _AGENTS[name]
-    config_cls: Any = getattr(importlib.import_module(config_module), config_cls)
-    return AgentEntry(config_cls=config_cls, loop_module=loop_module)
+    return _AGENTS[name]
+
+
+def _load(path: str) -> Any:
+    module, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(module), attribute)

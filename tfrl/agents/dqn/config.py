@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 
-from tfrl.config import require
+from tfrl.config import LoopConfig, require, require_positive_sizes
 
 
 @dataclasses.dataclass(frozen=True)
-class DQNConfig:
+class DQNConfig(LoopConfig):
     """Deep Q-learning (Mnih et al. 2015) with double Q-learning, n-step returns and a dueling head as options.
 
-    "env steps" count transitions summed over all vector envs.
+    The run's length, vector envs and cadences are LoopConfig's fields (tfrl.config).
     """
 
-    total_env_steps: int = 100_000
-    """Length of training, in env steps."""
-    num_envs: int = 1
-    """Parallel environments stepped together (one batched forward pass per vector step)."""
+    RENAMED = {"n_step": "n_step_return", "train_freq": "train_period_env_steps",
+               "gradient_steps": "gradient_steps_per_train",
+               "target_update_period": "target_update_period_env_steps"}
+
     hidden_sizes: tuple[int, ...] = (256, 256)
     """Units of each hidden Dense (ReLU) layer of the Q-network."""
     dueling: bool = False
@@ -35,13 +35,13 @@ class DQNConfig:
     """Env steps collected before the first gradient step."""
     gamma: float = 0.99
     """Discount per env step."""
-    n_step: int = 1
-    """Rewards summed before bootstrapping: target = sum_k gamma^k r_k + gamma^n max_a Q(s_n, a)."""
-    train_freq: int = 4
+    n_step_return: int = 1
+    """Rewards summed before bootstrapping, in env steps of one env: target = sum_k gamma^k r_k + gamma^n Q(s_n, a*)."""
+    train_period_env_steps: int = 4
     """Env steps between train calls."""
-    gradient_steps: int = 4
-    """Gradient steps per train call, all inside one tf.function call (one TF call costs ~300 µs on a 2-core CPU)."""
-    target_update_period: int = 250
+    gradient_steps_per_train: int = 4
+    """Gradient steps per train call, all inside one tf.function call (its fixed cost is paid once per call)."""
+    target_update_period_env_steps: int = 250
     """Env steps between target-network updates."""
     target_update_tau: float = 1.0
     """Target update: target <- tau * online + (1 - tau) * target; 1.0 is a hard copy, smaller is Polyak averaging."""
@@ -55,37 +55,22 @@ class DQNConfig:
     """Exploration rate after the decay."""
     epsilon_decay_fraction: float = 0.12
     """Fraction of total_env_steps over which epsilon falls linearly from start to end."""
-    eval_interval: int = 10_000
-    """Env steps between greedy evaluations (0 disables periodic evaluation)."""
-    eval_episodes: int = 10
-    """Episodes per periodic greedy evaluation."""
-    final_eval_episodes: int = 100
-    """Episodes of the greedy evaluation that ends the run."""
-    keep_best_policy: bool = False
-    """Keep the policy of the best periodic evaluation (tfrl.best_policy): the run then also evaluates it at the
-    end ("best_eval", on the final evaluation's episodes) and exports it instead of the last policy."""
-    log_interval: int = 2_000
-    """Env steps between log lines and TensorBoard scalars."""
-    checkpoint_interval: int = 25_000
-    """Env steps between checkpoints (networks, optimizer, replay, RNGs, loop state; see tfrl.checkpoints);
-    0 = only at the end of training. A run resumes from its newest checkpoint."""
 
     @property
     def total_gradient_steps(self) -> int:
-        """Gradient steps the whole run makes (train calls after learning_starts, times gradient_steps)."""
-        first_train = max(self.learning_starts, self.train_freq)
-        calls = max(0, (self.total_env_steps - first_train) // self.train_freq + 1)
-        return calls * self.gradient_steps
+        """Gradient steps the whole run makes (train calls after learning_starts, times gradient_steps_per_train)."""
+        first_train = max(self.learning_starts, self.train_period_env_steps)
+        calls = max(0, (self.total_env_steps - first_train) // self.train_period_env_steps + 1)
+        return calls * self.gradient_steps_per_train
 
     def __post_init__(self):
-        for name in ("total_env_steps", "num_envs", "batch_size", "replay_capacity", "n_step",
-                     "train_freq", "gradient_steps", "target_update_period", "final_eval_episodes",
-                     "log_interval"):
+        super().__post_init__()
+        for name in ("batch_size", "replay_capacity", "n_step_return", "train_period_env_steps",
+                     "gradient_steps_per_train", "target_update_period_env_steps"):
             require(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("learning_starts", "eval_interval", "eval_episodes", "max_grad_norm", "checkpoint_interval"):
+        for name in ("learning_starts", "max_grad_norm"):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
-        require(len(self.hidden_sizes) > 0 and all(h > 0 for h in self.hidden_sizes),
-                f"hidden_sizes must be positive layer sizes, got {self.hidden_sizes}")
+        require_positive_sizes("hidden_sizes", self.hidden_sizes)
         require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
         require(0 <= self.final_learning_rate_fraction <= 1,
                 f"final_learning_rate_fraction must be in [0, 1], got {self.final_learning_rate_fraction}")
@@ -94,5 +79,3 @@ class DQNConfig:
         for name in ("epsilon_start", "epsilon_end", "epsilon_decay_fraction"):
             require(0 <= getattr(self, name) <= 1, f"{name} must be in [0, 1], got {getattr(self, name)}")
         require(self.batch_size <= self.replay_capacity, "batch_size must not exceed replay_capacity")
-        require(not self.keep_best_policy or (self.eval_interval > 0 and self.eval_episodes > 0),
-                "keep_best_policy needs periodic evaluations: eval_interval > 0 and eval_episodes > 0")

@@ -1,9 +1,5 @@
-"""The DQN policy that is exported and evaluated: greedy over the online Q-network, no exploration.
-
-tfrl.runs finds this module by the convention `tfrl.agents.<agent>.policy` and
-calls `serving_policy(config, env)`; an agent without such a module cannot be
-exported or evaluated from a checkpoint.
-"""
+"""The DQN policy that is exported and evaluated: greedy over the online Q-network, no exploration. The agent
+registry (tfrl.agents) names this module as DQN's policy module."""
 
 from __future__ import annotations
 

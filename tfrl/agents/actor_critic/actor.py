@@ -1,4 +1,4 @@
-"""A2C and PPO acting: samples from the policy of a NumPy mirror of the actor-critic network. Never exported.
+"""Actor-critic acting (A2C, PPO): samples from the policy of a NumPy mirror of the actor-critic network. Never exported.
 
 The mirror (`tfrl.networks.NumpyActorCritic`) is refreshed with the weights each
 train call returns, so acting makes no TF call.
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfrl.agents.a2c.networks import CategoricalHead
+from tfrl.agents.actor_critic.networks import CategoricalHead
 from tfrl.networks import NumpyActorCritic
 
 
-class A2CActor:
+class ActorCriticActor:
     def __init__(self, mirror: NumpyActorCritic, head: CategoricalHead, seed: int):
         self._mirror = mirror
         self._head = head

@@ -1,4 +1,4 @@
-"""A2C networks: the actor-critic model and the policy head that turns its output into a distribution.
+"""Actor-critic networks (A2C, PPO): the Keras model and the policy head that turns its output into a distribution.
 
 The network's policy output is the head's parameters (logits for a categorical
 head). The learner only calls `head.log_prob` and `head.entropy` (in the graph),
@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl import networks
-from tfrl.agents.a2c.config import A2CConfig
+from tfrl.agents.actor_critic.config import ActorCriticConfig
 from tfrl.envs import EnvInfo
 
 
@@ -64,7 +64,7 @@ def make_head(env: EnvInfo) -> CategoricalHead:
     return CategoricalHead(env.num_actions)
 
 
-def make_network(config: A2CConfig, env: EnvInfo, head: CategoricalHead) -> keras.Model:
+def make_network(config: ActorCriticConfig, env: EnvInfo, head: CategoricalHead) -> keras.Model:
     """obs [B, *obs_shape] -> (policy params [B, head.num_params], value [B])."""
     return networks.actor_critic_network(env.obs_shape, head.num_params, config.hidden_sizes,
                                          config.activation, config.shared_torso)

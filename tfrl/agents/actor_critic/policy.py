@@ -1,16 +1,12 @@
-"""The A2C policy that is exported and evaluated: the most likely action of the actor-critic network, no sampling.
-
-tfrl.runs finds this module by the convention `tfrl.agents.<agent>.policy` and
-calls `serving_policy(config, env)`; an agent without such a module cannot be
-exported or evaluated from a checkpoint.
-"""
+"""The actor-critic policy that is exported and evaluated (A2C, PPO): the most likely action of the network, no
+sampling. The agent registry (tfrl.agents) names this module as their policy module."""
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from tfrl.agents.a2c.config import A2CConfig
-from tfrl.agents.a2c.networks import make_head, make_network
+from tfrl.agents.actor_critic.config import ActorCriticConfig
+from tfrl.agents.actor_critic.networks import make_head, make_network
 from tfrl.envs import EnvInfo
 from tfrl.export import ServingPolicy
 
@@ -26,10 +22,10 @@ def greedy_outputs(network):
     return outputs
 
 
-def serving_policy(config: A2CConfig, env: EnvInfo, network=None) -> ServingPolicy:
+def serving_policy(config: ActorCriticConfig, env: EnvInfo, network=None) -> ServingPolicy:
     """The greedy policy of `network`, or of a fresh actor-critic network to restore from a training checkpoint.
 
-    "network" is the key of the network in A2CLearner.checkpoint_items().
+    "network" is the key of the network in the A2C and PPO learners' checkpoint_items().
     """
     if network is None:
         network = make_network(config, env, make_head(env))

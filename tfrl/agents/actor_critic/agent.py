@@ -1,0 +1,86 @@
+"""The actor-critic agent (A2C, PPO): collect a rollout on the vector env, then hand it to the learner.
+
+collect: rollout_length vector steps of num_envs envs, acting with a NumPy mirror of the network (no TF
+call). A time-limit truncation bootstraps from V(the episode's last obs) through the reward
+(tfrl.agents.actor_critic.advantages); V(s_T) bootstraps the rollout's end. The advantages and
+log pi_old(a|s) are computed in NumPy once per rollout.
+train: one learner update, one TF call (A2C: one gradient step; PPO: n_epochs passes of minibatch steps),
+which also returns the weights that refresh the mirror. That is 1 / (num_envs * rollout_length) TF calls per
+env step.
+
+Its share of a checkpoint, always taken between updates: the actor's RNG state (the rollout storage is
+empty between updates).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from tfrl import checkpoints, networks
+from tfrl.agents.actor_critic import policy as ac_policy
+from tfrl.agents.actor_critic.actor import ActorCriticActor
+from tfrl.agents.actor_critic.advantages import bootstrap_truncated
+from tfrl.agents.actor_critic.config import ActorCriticConfig
+from tfrl.agents.actor_critic.rollout import Rollout, RolloutStorage
+from tfrl.envs import EnvInfo, VectorStepper
+
+
+class ActorCriticAgent:
+    def __init__(self, learner, config: ActorCriticConfig, env: EnvInfo, seed: int):
+        """learner: an A2C or PPO learner (its `network`, `head` and update(Rollout))."""
+        self.learner = learner
+        self.config = config
+        self._env_info = env
+        self._mirror = networks.NumpyActorCritic(learner.network, config.activation)
+        self.actor = ActorCriticActor(self._mirror, learner.head, seed=seed)
+        self._storage = RolloutStorage(config.rollout_length, config.num_envs, env.obs_shape, learner.head.num_params)
+        self._rollout: Rollout | None = None
+        self._metrics: dict[str, float] = {}
+
+    def collect(self, env: VectorStepper) -> None:
+        start_env_step = env.env_step
+        for t in range(self.config.rollout_length):
+            action, value, policy_params = self.actor.act(env.obs)
+            step = env.step(action)
+            reward = step.reward
+            if step.truncated.any():
+                # A time-limit truncation is no terminal state: bootstrap from V(the episode's last obs).
+                reward = bootstrap_truncated(reward, step.terminated, step.truncated,
+                                             self.actor.value(step.final_obs()), self.config.gamma)
+            self._storage.record(t, step, value, policy_params, reward)
+        last_value = self.actor.value(env.obs)  # V(s_T) [N]
+        self._rollout = self._storage.finish(last_value, self.config.gamma, self.config.gae_lambda,
+                                             self.learner.head, start_env_step)
+
+    def train(self, env_step: int) -> None:
+        del env_step  # every rollout is trained on
+        update = self.learner.update(self._rollout)
+        self._mirror.update(update.weights)
+        self._metrics = update.metrics
+
+    def log_values(self) -> dict[str, float]:
+        return {**self._metrics, "explained_variance": self._storage.explained_variance()}
+
+    def counters(self) -> dict[str, int]:
+        return {"updates": int(self.learner.updates.numpy())}
+
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        return self.actor.greedy(obs)
+
+    def serving_policy(self):
+        return ac_policy.serving_policy(self.config, self._env_info, self.learner.network)
+
+    def checkpoint_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        return {"actor_rng": checkpoints.rng_state(self.actor.rng)}, {}
+
+    def restore(self, state: Mapping, arrays: Mapping[str, np.ndarray]) -> None:
+        checkpoints.set_rng_state(self.actor.rng, state["actor_rng"])
+        self._mirror.update([v.numpy() for v in self.learner.network.trainable_variables])
+
+    @staticmethod
+    def check_runtime(config: ActorCriticConfig, runtime) -> None:
+        """Workers stay in step without more checks: every worker's update follows a fixed-length rollout and
+        makes the same number of gradient steps."""
+        del config, runtime

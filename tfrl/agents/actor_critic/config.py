@@ -1,0 +1,70 @@
+"""The hyperparameters A2C and PPO share: rollouts, advantages, the network and the loss weights."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tfrl.config import LoopConfig, require, require_positive_sizes
+from tfrl.schedules import SCHEDULES
+
+ACTIVATIONS = ("tanh", "relu")
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorCriticConfig(LoopConfig):
+    """An actor-critic agent trained on rollouts of rollout_length vector steps of num_envs envs.
+
+    One update consumes num_envs * rollout_length env steps. Defaults are SB3's A2C defaults; PPOConfig
+    changes some.
+    """
+
+    RENAMED = {"n_steps": "rollout_length"}
+
+    total_env_steps: int = 500_000
+    num_envs: int = 8
+    eval_interval: int = 50_000
+    log_interval: int = 10_000
+
+    rollout_length: int = 5
+    """Rollout length per env, in vector steps: each update trains on num_envs * rollout_length transitions."""
+    gamma: float = 0.99
+    """Discount per env step."""
+    gae_lambda: float = 1.0
+    """GAE lambda (Schulman et al. 2016); 1.0 = plain n-step returns bootstrapped at the rollout's end."""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Units of each hidden Dense layer, of each torso (policy and value) when they are separate."""
+    shared_torso: bool = False
+    """One torso feeding both the policy and the value head; False = separate torsos (SB3's default)."""
+    activation: str = "tanh"
+    """Hidden-layer activation: tanh or relu."""
+    learning_rate: float = 7e-4
+    """Optimizer step size at env step 0."""
+    lr_schedule: str = "constant"
+    """constant, or linear: falls linearly from learning_rate to 0 over total_env_steps (SB3 zoo's "lin_<lr>")."""
+    value_coef: float = 0.5
+    """Weight of the value loss mean((returns - V)^2) in the total loss."""
+    entropy_coef: float = 0.0
+    """Weight of the entropy bonus: loss -= entropy_coef * mean(entropy), entropy in nats."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip of each gradient step (0 disables)."""
+    normalize_advantage: bool = False
+    """Standardize advantages to zero mean, unit std within each gradient step's batch."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        require(self.rollout_length > 0, f"rollout_length must be > 0, got {self.rollout_length}")
+        for name in ("max_grad_norm", "value_coef", "entropy_coef"):
+            require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
+        require_positive_sizes("hidden_sizes", self.hidden_sizes)
+        require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
+        require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
+        require(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
+        require(self.activation in ACTIVATIONS,
+                f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}")
+        require(self.lr_schedule in SCHEDULES,
+                f"lr_schedule must be one of {', '.join(SCHEDULES)}, got {self.lr_schedule!r}")
+
+    @property
+    def rollout_size(self) -> int:
+        """Transitions per update: num_envs * rollout_length."""
+        return self.num_envs * self.rollout_length

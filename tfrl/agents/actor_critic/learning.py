@@ -1,0 +1,54 @@
+"""What the A2C and PPO learners share in the graph: the rollout's row layout, advantage normalization, the
+gradients of a loss of the network's outputs, and one optimizer step with its gradient norm."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import tensorflow as tf
+
+from tfrl import numerics, schedules
+from tfrl.agents import train_step
+from tfrl.agents.actor_critic.config import ActorCriticConfig
+
+
+def rollout_rows(obs_shape: Sequence[int], with_log_probs: bool) -> train_step.RowLayout:
+    """The layout of Rollout.rows() in one float32 array [B, F]; log pi_old only for learners that read it."""
+    fields = {"obs": (obs_shape, tf.float32), "action": ((), tf.int32), "advantage": ((), tf.float32),
+              "return": ((), tf.float32)}
+    if with_log_probs:
+        fields["log_prob"] = ((), tf.float32)
+    return train_step.RowLayout(fields)
+
+
+def learning_rate_at(env_step: int, config: ActorCriticConfig) -> float:
+    """Step size for the update whose rollout starts at `env_step` (config.lr_schedule)."""
+    return schedules.scheduled(config.learning_rate, config.lr_schedule, env_step, config.total_env_steps)
+
+
+def normalized(advantages):
+    """advantages [B] -> (A - mean) / (std + 1e-8) over the batch; the population std (SB3 divides by the
+    N-1 std, which makes its advantages 0.8 % smaller at B = 64)."""
+    mean, variance = tf.nn.moments(advantages, axes=[0])
+    return (advantages - mean) / (tf.sqrt(variance) + 1e-8)
+
+
+def loss_gradients(network, optimizer, obs, loss_fn: Callable):
+    """(loss-scaled gradients, {"loss", *terms, "outputs_sum"}) of loss_fn(policy_params, values) -> (loss, terms)
+    on one batch (or one replica's shard) of observations."""
+    with tf.GradientTape() as tape:
+        policy_params, values = network(obs, training=True)  # float32 under every precision policy
+        loss, terms = loss_fn(policy_params, values)
+        scaled_loss = optimizer.scale_loss(loss)
+    # One scalar for the numeric guard: a NaN or Inf in any output survives the sum (and a replica mean).
+    outputs_sum = tf.reduce_sum(policy_params) + tf.reduce_sum(values)
+    return tape.gradient(scaled_loss, network.trainable_variables), {"loss": loss, **terms, "outputs_sum": outputs_sum}
+
+
+def apply_step(optimizer, grads, variables, terms):
+    """One optimizer step -> (terms without outputs_sum, with "grad_norm": the norm before clipping; its flags)."""
+    grad_norm = numerics.unscaled_gradient_norm(grads, optimizer)
+    flags = train_step.apply_gradients(optimizer, grads, variables, terms["loss"], terms["outputs_sum"],
+                                       grads_to_check=[grad_norm])
+    metrics = {name: value for name, value in terms.items() if name != "outputs_sum"}
+    return {**metrics, "grad_norm": grad_norm}, flags

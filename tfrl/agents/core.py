@@ -1,0 +1,66 @@
+"""The contracts between an agent and the run loop (tfrl.training_loop), after Acme's actor / learner / loop split.
+
+    Learner   owns the networks, the optimizer and the train step. All its state is in tf.Variables
+              (checkpoint_items()); update(batch) runs one TF call and returns a LearnerUpdate.
+    Agent     what the loop asks of an algorithm: collect (act on the vector env and store what it saw) and
+              train (hand what it stored to its learner, and refresh its NumPy actor with the new weights).
+              It also names the policy the loop evaluates and saves, and its own share of a checkpoint.
+    Loop      owns the run's life: restore, logging, stop requests, evaluation and checkpoint cadences, the
+              best policy, the final evaluation and the divergence error. It knows no algorithm.
+
+Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Protocol
+
+import numpy as np
+
+from tfrl.envs import VectorStepper
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerUpdate:
+    """What one update call returns."""
+
+    metrics: dict[str, float]  # named scalars for the log line (loss, ...)
+    weights: list[np.ndarray]  # the acting network's trainable variables, in their order, for the NumPy mirror
+
+
+class Learner(Protocol):
+    def checkpoint_items(self) -> Mapping[str, Any]:
+        """name -> TF trackable (networks, optimizer, step counters): everything a checkpoint must hold."""
+
+    def update(self, batch: Any) -> LearnerUpdate:
+        """One TF call on `batch` (the agent's type: a replay sample, a rollout); raises
+        tfrl.numerics.NonFiniteError on a NaN or Inf."""
+
+
+class Agent(Protocol):
+    learner: Learner
+
+    def collect(self, env: VectorStepper) -> None:
+        """Act on `env` and store what happened: one vector step (DQN) or one rollout (A2C, PPO)."""
+
+    def train(self, env_step: int) -> None:
+        """Train on what was collected if a train call is due at `env_step`, and refresh the actor's weights."""
+
+    def log_values(self) -> dict[str, float]:
+        """The latest train metrics and the schedules' current values, for the next log record."""
+
+    def counters(self) -> dict[str, int]:
+        """The learner's progress counters (e.g. {"gradient_steps": n}), logged with every record."""
+
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        """The evaluated policy: observations [N, ...] -> actions [N], no exploration."""
+
+    def serving_policy(self):
+        """tfrl.export.ServingPolicy over the live network: what the best policy saves and exports."""
+
+    def checkpoint_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """(JSON-able state, arrays) the agent needs to continue after a restore (RNG states, replay...)."""
+
+    def restore(self, state: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+        """Inverse of checkpoint_state, after the learner's variables were restored."""

@@ -1,0 +1,155 @@
+"""What every learner's train step shares, written once.
+
+    Placement      where the step runs: on one device (the whole step compiled with XLA under --xla), or under
+                   a tf.distribute strategy (each replica's gradients compiled, their mean over all replicas
+                   applied outside, tfrl.distribute). `batch_gradients(fn)` is the one switch between the two.
+    RowLayout      the one tensor in: the fields of a batch side by side in one float32 array (pack in NumPy,
+                   unpack in the graph).
+    OutputLayout   the one tensor out: metrics, the numeric guard's flags and the acting network's weights in
+                   one flat float32 vector (pack in the graph, unpack in NumPy).
+
+Every tensor that crosses the tf.function boundary costs Python-side binding on each call, and a learner is
+called many times per run; packing keeps that to one tensor each way (plus scalar step parameters).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tfrl import distribute, numerics
+from tfrl.agents.core import LearnerUpdate
+from tfrl.runtime import Runtime
+
+
+class Placement:
+    """One device or a strategy, as `runtime` says."""
+
+    def __init__(self, runtime: Runtime):
+        self.runtime = runtime
+        self.strategy = runtime.strategy
+        self.local_replicas = runtime.local_replicas
+        self._device = runtime.device_name
+        self._xla = runtime.options.xla
+
+    def scope(self):
+        """Build networks and optimizer (before the first step) in here: slots built later would live outside it."""
+        return self.runtime.scope()
+
+    def compile(self, step: Callable[..., tf.Tensor], input_signature: Sequence[tf.TensorSpec]) -> tf.types.experimental.PolymorphicFunction:
+        """step as a tf.function: on one device, placed there and compiled with XLA when asked; under a strategy,
+        not compiled as a whole (XLA cannot compile a step that updates mirrored variables: batch_gradients
+        compiles each replica's part instead)."""
+        if self.strategy is not None:
+            return tf.function(step, input_signature=input_signature)
+
+        def on_device(*args):
+            with tf.device(self._device):
+                return step(*args)
+
+        return tf.function(on_device, input_signature=input_signature, jit_compile=self._xla)
+
+    def batch_gradients(self, gradients_fn: Callable[..., Any]) -> Callable[..., Any]:
+        """gradients_fn(*batch) -> (gradients, terms) on one device; under a strategy, the mean over all replicas
+        of all workers of gradients_fn on each replica's shard of each batch tensor (rows along axis 0)."""
+        if self.strategy is None:
+            return gradients_fn
+        replica_fn = tf.function(gradients_fn, jit_compile=self._xla)
+        return lambda *batch: distribute.replica_mean(self.strategy, self.local_replicas, replica_fn, *batch)
+
+    def check_batch_split(self, batch_name: str, batch_size: int) -> None:
+        """Each gradient step splits the worker's batch evenly over its replicas."""
+        if self.strategy is not None:
+            distribute.check_batch_split(batch_name, batch_size, self.local_replicas)
+
+
+def concrete_call(function: tf.types.experimental.PolymorphicFunction) -> Callable[..., Any]:
+    """Calls function's one traced graph directly, the arguments converted here: calling the concrete function
+    skips tf.function's per-call binding of the arguments to the signature."""
+    concrete = function.get_concrete_function()
+    return lambda *args: concrete(*(tf.constant(arg) for arg in args))
+
+
+class RowLayout:
+    """Named fields side by side in the last axis of one float32 array: [..., width].
+
+    fields: name -> (shape of one row's value, dtype to unpack to). Integer fields (actions) are exact in
+    float32 below 2**24.
+    """
+
+    def __init__(self, fields: Mapping[str, tuple[Sequence[int], Any]]):
+        self._fields = {name: (tuple(shape), tf.as_dtype(dtype)) for name, (shape, dtype) in fields.items()}
+        self._sizes = [int(np.prod(shape)) for shape, _ in self._fields.values()]
+        self.width = sum(self._sizes)
+
+    def pack(self, arrays: Mapping[str, np.ndarray], batch_dims: int) -> np.ndarray:
+        """{name: [*lead, *shape]} -> float32 [*lead, width]; lead = the first batch_dims dimensions."""
+        lead = np.shape(arrays[next(iter(self._fields))])[:batch_dims]
+        return np.concatenate([np.reshape(arrays[name], (*lead, -1)) for name in self._fields],
+                              axis=-1, dtype=np.float32)
+
+    def unpack(self, rows: tf.Tensor) -> dict[str, tf.Tensor]:
+        """In the graph: [..., width] -> {name: [..., *shape] of the field's dtype}."""
+        lead = tf.shape(rows)[:-1]
+        out, start = {}, 0
+        for (name, (shape, dtype)), size in zip(self._fields.items(), self._sizes):
+            value = tf.reshape(rows[..., start:start + size], tf.concat([lead, list(shape)], axis=0))
+            out[name] = value if dtype == tf.float32 else tf.cast(value, dtype)
+            start += size
+        return out
+
+
+class OutputLayout:
+    """[metrics..., numerics flags, index of the flagged gradient step, *flattened weights] in one float32 vector.
+
+    The flags (tfrl.numerics) are those of the first gradient step of the call with a NaN or Inf, 0 if none.
+    """
+
+    def __init__(self, metric_names: Sequence[str], variables: Sequence[tf.Variable]):
+        self.metric_names = tuple(metric_names)
+        self._shapes = [tuple(v.shape) for v in variables]
+        self._offsets = np.cumsum([len(self.metric_names) + 2] + [int(np.prod(s)) for s in self._shapes])
+
+    def pack(self, metrics: Mapping[str, tf.Tensor], flags: tf.Tensor, flagged_step: tf.Tensor,
+             variables: Sequence[tf.Variable]) -> tf.Tensor:
+        """In the graph. Small integers (flags, step index) are exact in float32."""
+        head = [tf.cast(metrics[name], tf.float32) for name in self.metric_names]
+        head += [tf.cast(flags, tf.float32), tf.cast(flagged_step, tf.float32)]
+        return tf.concat([tf.stack(head), *[tf.reshape(v, [-1]) for v in variables]], axis=0)
+
+    def unpack(self, flat: np.ndarray) -> tuple[dict[str, float], int, int, list[np.ndarray]]:
+        """(metrics, flags, index of the flagged step, weights)."""
+        n = len(self.metric_names)
+        metrics = {name: float(value) for name, value in zip(self.metric_names, flat[:n])}
+        weights = [flat[start:end].reshape(shape)
+                   for start, end, shape in zip(self._offsets[:-1], self._offsets[1:], self._shapes)]
+        return metrics, int(flat[n]), int(flat[n + 1]), weights
+
+
+def finished_update(output: OutputLayout, flat: np.ndarray, optimizer, outputs_name: str,
+                    gradient_step_of: Callable[[int], int]) -> LearnerUpdate:
+    """The LearnerUpdate of one train call's output, or NonFiniteError naming the first bad gradient step.
+
+    gradient_step_of(k): the run's gradient step number (from 1) of the call's k-th step (from 0). A non-finite
+    step that float16 loss scaling skipped (and answered by lowering its scale) is no error.
+    """
+    metrics, flags, flagged_step, weights = output.unpack(flat)
+    if flags and not numerics.skipped_by_loss_scaling(optimizer):
+        raise numerics.NonFiniteError(numerics.flag_names(flags, outputs_name), gradient_step_of(flagged_step))
+    return LearnerUpdate(metrics=metrics, weights=weights)
+
+
+def apply_gradients(optimizer, grads, variables, loss, outputs_sum, grads_to_check=None):
+    """One optimizer step -> its numerics flags (tfrl.numerics) of the loss, the gradients and outputs_sum, one
+    scalar that any NaN or Inf in the network's outputs makes non-finite.
+
+    grads_to_check: what stands for the gradients in the check (default: all of them; the global norm is one
+    scalar that any non-finite gradient makes non-finite). Not checked under loss scaling, where an overflowing
+    scaled gradient is expected.
+    """
+    checked = numerics.gradients_to_check(grads if grads_to_check is None else grads_to_check, optimizer)
+    flags = numerics.non_finite_flags(loss, checked, [outputs_sum])
+    optimizer.apply(grads, variables)
+    return flags

@@ -1,0 +1,182 @@
+"""The run loop, one for every agent: it owns the run's life and asks the agent only how to collect and train.
+
+    restore       the newest loadable checkpoint of the run dir, if any (tfrl.checkpoints): the learner's
+                  variables, the agent's state (replay, RNGs, ...) and the loop's deadlines; the envs
+                  restart from a fresh reset, so episodes in flight at the checkpoint are lost
+    each pass     a stop request (tfrl.shutdown) saves a checkpoint and returns; else agent.collect (one vector
+                  step for DQN, one rollout for A2C/PPO), agent.train, then whatever fell due: a log record
+                  (tfrl.metrics), a greedy evaluation (and the best policy, tfrl.best_policy), a checkpoint
+    the end       a checkpoint, the final greedy evaluation, and the best policy's
+    divergence    a NaN or Inf in training (tfrl.numerics) is re-raised naming the env step and the newest
+                  checkpoint, which is left as it was
+
+env_steps_per_s in the log measures collection and training only: evaluations and checkpoints are not timed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import pathlib
+import time
+from typing import Any, Callable
+
+from tfrl import agents, best_policy, checkpoints, envs, evaluation, numerics, shutdown
+from tfrl.deadlines import next_deadline
+from tfrl.metrics import MetricsLogger
+from tfrl.runtime import Runtime
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopOptions:
+    """How the loop runs, as opposed to what it learns (the agent's config)."""
+
+    vector_mode: str = "sync"  # tfrl.envs.VECTOR_MODES
+    progress_bar: bool | None = None  # None: when stdout is a terminal
+    stop_requested: Callable[[], bool] = shutdown.never  # polled once per pass; True saves and returns
+    keep_checkpoints: int | None = checkpoints.KEEP_CHECKPOINTS  # the newest kept; None keeps all
+
+
+@dataclasses.dataclass
+class Deadlines:
+    """Env steps at which the next log record, evaluation and checkpoint fall due (None: never)."""
+
+    log_at: int
+    eval_at: int | None
+    checkpoint_at: int | None
+
+    @classmethod
+    def first(cls, config) -> Deadlines:
+        return cls(config.log_interval, config.eval_interval or None, config.checkpoint_interval or None)
+
+    def to_json(self) -> dict:
+        return {"next_log_at": self.log_at, "next_eval_at": self.eval_at, "next_checkpoint_at": self.checkpoint_at}
+
+    @classmethod
+    def from_json(cls, state: dict) -> Deadlines:
+        return cls(state["next_log_at"], state["next_eval_at"], state["next_checkpoint_at"])
+
+
+def train(agent_name: str, config, env_id: str, seed: int, runtime: Runtime, run_dir: pathlib.Path,
+          options: LoopOptions = LoopOptions()) -> dict:
+    """Train for config.total_env_steps env steps (a whole number of the agent's passes); returns the final
+    greedy evaluation record, with "best" holding the best policy's (keep_best_policy runs).
+
+    When options.stop_requested() turns true, saves a checkpoint and returns
+    {"kind": "stopped", "env_step", "checkpoint"} instead.
+    """
+    spec = agents.get(agent_name)
+    env = envs.make_vector_env(env_id, config.num_envs, seed=seed, vector_mode=options.vector_mode)
+    try:
+        return _Run(spec, config, env, env_id, seed, runtime, run_dir, options).run()
+    finally:
+        env.close()
+
+
+class _Run:
+    def __init__(self, spec: agents.AgentSpec, config, env, env_id: str, seed: int, runtime: Runtime,
+                 run_dir: pathlib.Path, options: LoopOptions):
+        self.spec, self.config, self.env_id, self.seed, self.run_dir = spec, config, env_id, seed, run_dir
+        self.options = options
+        self.info = envs.env_info(env, env_id)
+        self.agent = spec.build(config, self.info, runtime, seed)
+        self.checkpointer = checkpoints.Checkpointer(run_dir, self.agent.learner.checkpoint_items(),
+                                                     keep=options.keep_checkpoints)
+        self.env = envs.VectorStepper(env, on_episode=lambda *episode: self.logger.episode(*episode))
+        self.deadlines = Deadlines.first(config)
+        restored = self._restore()
+        self.best = None
+        if config.keep_best_policy:
+            self.best = best_policy.BestPolicy(run_dir, self.agent.serving_policy().checkpoint_items,
+                                               start_over=restored is None)
+        self.logger = MetricsLogger(run_dir, config.total_env_steps, options.progress_bar,
+                                    start_env_step=self.env.env_step)
+        self._rate_since = (time.perf_counter(), self.env.env_step)  # (time, env step) of the last log record
+
+    def _restore(self) -> checkpoints.Restored | None:
+        restored = self.checkpointer.restore_latest()
+        if restored is not None:
+            self.env.resume_at(self.seed, restored.env_step)
+            self.deadlines = Deadlines.from_json(restored.loop_state)
+            self.agent.restore(restored.loop_state, restored.arrays)
+        return restored
+
+    def run(self) -> dict:
+        try:
+            while self.env.env_step < self.config.total_env_steps:
+                if self.options.stop_requested():
+                    return {"kind": "stopped", "env_step": self.env.env_step, "checkpoint": self._save()}
+                self.agent.collect(self.env)
+                self.agent.train(self.env.env_step)
+                self._whatever_fell_due()
+            self._save()
+            return self._final_evaluation()
+        except numerics.NonFiniteError as error:
+            # Nothing was saved after the bad step: the newest checkpoint stays the last good one.
+            raise error.at(self.env.env_step, self.checkpointer.last) from None
+        finally:
+            self.logger.close()
+
+    def _whatever_fell_due(self) -> None:
+        env_step, deadlines, config = self.env.env_step, self.deadlines, self.config
+        if env_step >= deadlines.log_at:
+            self._log_train(env_step)
+            deadlines.log_at = next_deadline(deadlines.log_at, env_step, config.log_interval)
+        if deadlines.eval_at is not None and env_step >= deadlines.eval_at:
+            with self._untimed():
+                self._evaluate(env_step)
+            deadlines.eval_at = next_deadline(deadlines.eval_at, env_step, config.eval_interval)
+        if deadlines.checkpoint_at is not None and env_step >= deadlines.checkpoint_at:
+            deadlines.checkpoint_at = next_deadline(deadlines.checkpoint_at, env_step, config.checkpoint_interval)
+            with self._untimed():
+                self._save()
+
+    def _log_train(self, env_step: int) -> None:
+        now = time.perf_counter()
+        since_time, since_step = self._rate_since
+        self.logger.log("train", env_step, {**self.agent.log_values(),
+                                            "env_steps_per_s": (env_step - since_step) / (now - since_time),
+                                            **self.agent.counters()})
+        self._rate_since = (now, env_step)
+
+    def _evaluate(self, env_step: int) -> None:
+        returns = evaluation.evaluate(self.agent.greedy, self.env_id, self.config.eval_episodes,
+                                      seed=self.seed + evaluation.PERIODIC_SEED_OFFSET)
+        self.logger.log("eval", env_step, {"return_mean": float(returns.mean()), "return_std": float(returns.std())})
+        if self.best is not None:
+            self.best.offer(env_step, float(returns.mean()))
+
+    def _save(self) -> int:
+        """A checkpoint of everything needed to continue from the current env step."""
+        agent_state, arrays = self.agent.checkpoint_state()
+        return self.checkpointer.save(self.env.env_step, {**self.deadlines.to_json(), **agent_state}, arrays)
+
+    def _final_evaluation(self) -> dict[str, Any]:
+        env_step, config = self.env.env_step, self.config
+        returns = evaluation.evaluate(self.agent.greedy, self.env_id, config.final_eval_episodes,
+                                      seed=self.seed + evaluation.FINAL_SEED_OFFSET)
+        final = self.logger.log("final_eval", env_step, {
+            "return_mean": float(returns.mean()), "return_std": float(returns.std()), "episodes": len(returns),
+            **self.agent.counters()})
+        if self.best is not None:
+            fresh_policy = self.spec.policy_module.serving_policy(config, self.info)
+            final["best"] = best_policy.log_final_evaluation(
+                self.run_dir, fresh_policy, self.info.obs_shape, self.env_id, config.final_eval_episodes,
+                self.seed + evaluation.FINAL_SEED_OFFSET, self.logger, env_step)
+        return final
+
+    @contextlib.contextmanager
+    def _untimed(self):
+        """A block whose duration env_steps_per_s leaves out."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            since_time, since_step = self._rate_since
+            self._rate_since = (since_time + time.perf_counter() - start, since_step)
+
+
+def check_runtime(agent_name: str, config, runtime: Runtime) -> None:
+    """UsageError if the agent cannot train `config` under `runtime` (its strategy); writes nothing."""
+    agents.get(agent_name).check_runtime(config, runtime)
+    best_policy.check_runtime(config.keep_best_policy, runtime)
