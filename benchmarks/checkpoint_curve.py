@@ -8,7 +8,7 @@ Per checkpoint, `--episodes` greedy episodes twice: on the env seeds of the run'
 + tfrl.evaluation.PERIODIC_SEED_OFFSET, what keep_best_policy selects on) and on those of its final evaluation
 (+ FINAL_SEED_OFFSET, which the selection never sees). How far the two disagree is how much a selection on the
 first is worth; the best of the second is the best any selection among the checkpoints could export
-(docs/benchmarks.md, "Keeping the best evaluated policy"). Keep every checkpoint while training
+(docs/notes/2026-12-03-a2c-keep-best-policy.md). Keep every checkpoint while training
 (--keep_checkpoints=0): only the listed ones are evaluated.
 
 Rows go to stdout as JSON lines (and appended to --out), then a markdown table.

@@ -53,7 +53,7 @@ ENVIRONMENT_VARIABLES = (
 # Reported too when set: other MIOpen (ROCm kernels' cache), ZenDNN and OpenMP/KMP knobs.
 ENVIRONMENT_PREFIXES = ("MIOPEN_", "ZENDNN", "ZEN_", "USE_ZENDNN", "OMP_", "KMP_")
 
-MATMUL_SIZE = 256  # n of the timed n x n @ n x n float32 matmul: 2 n^3 = 33.6 MFLOP, well under 1 ms on a CPU core
+MATMUL_SIZE = 256  # n of the timed n x n @ n x n float32 matmul: 2 n^3 = 33.6 MFLOP
 MATMUL_REPEATS = 30
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib
 import threading
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import gymnasium as gym
 import numpy as np
@@ -31,6 +32,12 @@ _ALIASES = {
     "LunarLander-v2": "LunarLander-v3",
     "LunarLanderContinuous-v2": "LunarLanderContinuous-v3",
 }
+# Packages that register ids in gymnasium when imported: (how to recognize their ids, module, what to install).
+_PLUGINS = (
+    (lambda env_id: env_id.startswith("ALE/") or env_id.endswith("NoFrameskip-v4"), "ale_py",
+     "pip install 'tfrl[atari]' (ale-py, with the Atari ROMs)"),
+    (lambda env_id: env_id.startswith("MinAtar/"), "minatar", "pip install minatar"),
+)
 _warned_aliases: set[str] = set()
 _warn_lock = threading.Lock()
 
@@ -38,18 +45,101 @@ VECTOR_MODES = ("sync", "async")
 
 
 def resolve_env_id(env_id: str) -> str:
-    """Map deprecated ids to their gymnasium 1.x successor (warning once), and reject unknown ids."""
+    """The id gymnasium.make takes for `env_id`; EnvIdError for an unknown one.
+
+    Deprecated ids map to their gymnasium 1.x successor (warning once). "module:Id" imports the module first,
+    which registers the id (gymnasium's own form), and stays "module:Id" so that every process that makes the
+    env imports it. Ids of known plugins (ALE/..., MinAtar/...) import their package, or name what to install.
+    """
     target = _ALIASES.get(env_id, env_id)
     if target != env_id:
         with _warn_lock:
             if env_id not in _warned_aliases:
                 _warned_aliases.add(env_id)
                 logging.warning("%s is deprecated in gymnasium %s; using %s", env_id, gym.__version__, target)
-    if target not in gym.registry:
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=5, cutoff=0.5)
+    module, _, name = target.rpartition(":")
+    if module:
+        _import_registering_module(module, env_id)
+    if name not in gym.registry:
+        _import_plugin(name)
+    if name not in gym.registry:
+        close = difflib.get_close_matches(name, list(gym.registry), n=5, cutoff=0.5)
         hint = f"; close matches: {', '.join(close)}" if close else ""
-        raise EnvIdError(f"unknown environment id {env_id!r}{hint}")
+        where = f" (module {module} registers no such id)" if module else ""
+        raise EnvIdError(f"unknown environment id {env_id!r}{where}{hint}")
     return target
+
+
+def _import_registering_module(module: str, env_id: str) -> None:
+    try:
+        importlib.import_module(module)
+    except ImportError as e:
+        raise EnvIdError(f"--env={env_id}: cannot import module {module!r} ({e})") from None
+
+
+def _import_plugin(env_id: str) -> None:
+    for matches, module, install in _PLUGINS:
+        if matches(env_id):
+            try:
+                gym.register_envs(importlib.import_module(module))
+            except ImportError:
+                raise EnvIdError(f"{env_id} is registered by the {module} package, which is not installed: "
+                                 f"{install}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """What to train or evaluate on: a gymnasium id (already resolved), or a factory returning a gymnasium.Env,
+    made with `kwargs`. A factory is called once per copy (vector envs, evaluation, video)."""
+
+    id: str | None = None
+    factory: Callable[..., gym.Env] | None = None
+    kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The id, or "<module>.<function>" of a factory: what logs, records and exports call the env."""
+        if self.id is not None:
+            return self.id
+        return f"{getattr(self.factory, '__module__', '?')}.{getattr(self.factory, '__qualname__', repr(self.factory))}"
+
+    def make(self, **options) -> gym.Env:
+        """One env with its observations as tfrl's networks take them (observation_adapter)."""
+        if self.id is not None:
+            env = gym.make(self.id, disable_env_checker=True, **options, **self.kwargs)
+        else:
+            env = self.factory(**options, **self.kwargs)
+            if not isinstance(env, gym.Env):
+                raise EnvIdError(f"the env factory {self.name} returned {type(env).__name__}, not a gymnasium.Env")
+        adapter = observation_adapter(env.observation_space, self.name)
+        return env if adapter is None else adapter(env)
+
+
+def as_spec(env: EnvSpec | str | Callable[..., gym.Env], kwargs: Mapping[str, Any] | None = None) -> EnvSpec:
+    """An EnvSpec from an id ("CartPole-v1", "my_pkg.envs:MyEnv-v0"), a factory, or an EnvSpec."""
+    if isinstance(env, EnvSpec):
+        return env if kwargs is None else dataclasses.replace(env, kwargs=dict(kwargs))
+    if isinstance(env, str):
+        return EnvSpec(id=resolve_env_id(env), kwargs=dict(kwargs or {}))
+    if callable(env):
+        return EnvSpec(factory=env, kwargs=dict(kwargs or {}))
+    raise EnvIdError(f"env must be a gymnasium id or a function returning a gymnasium.Env, got {env!r}")
+
+
+def observation_adapter(space: gym.Space, env_name: str):
+    """The gymnasium wrapper class that turns `space` into what tfrl's networks take, None if it needs none.
+
+    Box observations of any shape are taken as they are (the networks flatten them). Discrete, MultiDiscrete
+    and MultiBinary ones become float vectors (one-hot for Discrete) through FlattenObservation. Dict and
+    Tuple spaces are refused: which parts matter and how is the env author's call.
+    """
+    if isinstance(space, gym.spaces.Box):
+        return None
+    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        return gym.wrappers.FlattenObservation
+    raise EnvIdError(f"{env_name} has observation space {space}; tfrl takes Box, Discrete, MultiDiscrete and "
+                     "MultiBinary observations: wrap the env in gymnasium.wrappers.FlattenObservation (or pick "
+                     "the parts you need) to train on it")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,31 +152,33 @@ class EnvInfo:
         return {"env_id": self.env_id, "obs_shape": list(self.obs_shape), "num_actions": self.num_actions}
 
 
-def make_vector_env(env_id: str, num_envs: int, seed: int, vector_mode: str = "sync") -> gym.vector.VectorEnv:
-    """`num_envs` copies of `env_id` in SAME_STEP autoreset mode, each with episode statistics, seeded seed..seed+n-1.
+def make_vector_env(env: EnvSpec | str, num_envs: int, seed: int, vector_mode: str = "sync") -> gym.vector.VectorEnv:
+    """`num_envs` copies of `env` in SAME_STEP autoreset mode, each with episode statistics, seeded seed..seed+n-1.
 
     Returns the env already reset, with its first observations in `env.first_obs`.
     """
-    env_id = resolve_env_id(env_id)
+    spec = as_spec(env)
     if vector_mode not in VECTOR_MODES:
         raise UsageError(f"--vector_mode: unknown mode {vector_mode!r}; choose one of {', '.join(VECTOR_MODES)}")
     if num_envs < 1:
         raise UsageError(f"num_envs must be >= 1, got {num_envs}")
-    env = gym.make_vec(
-        env_id,
-        num_envs=num_envs,
-        vectorization_mode=vector_mode,
-        # copy=False: the loop copies what it keeps; saves a deepcopy per step.
-        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP, "copy": False},
-        wrappers=[gym.wrappers.RecordEpisodeStatistics],
-        disable_env_checker=True,  # the checker's per-step asserts cost ~20 µs; gymnasium's own envs pass it
-    )
-    if not isinstance(env.single_action_space, gym.spaces.Discrete):
-        env.close()
-        raise EnvIdError(f"{env_id} has action space {env.single_action_space}; tfrl agents need Discrete actions")
-    obs, _ = env.reset(seed=seed)
-    env.first_obs = np.array(obs, dtype=np.float32)
-    return env
+
+    def one_env():
+        return gym.wrappers.RecordEpisodeStatistics(spec.make())
+
+    env_fns = [one_env] * num_envs
+    vector_kwargs = {"autoreset_mode": AutoresetMode.SAME_STEP, "copy": False}  # copy=False: the loop copies
+    if vector_mode == "sync":
+        vector_env = gym.vector.SyncVectorEnv(env_fns, **vector_kwargs)
+    else:
+        vector_env = gym.vector.AsyncVectorEnv(env_fns, **vector_kwargs)
+    if not isinstance(vector_env.single_action_space, gym.spaces.Discrete):
+        vector_env.close()
+        raise EnvIdError(f"{spec.name} has action space {vector_env.single_action_space}; tfrl agents need "
+                         "Discrete actions")
+    obs, _ = vector_env.reset(seed=seed)
+    vector_env.first_obs = np.array(obs, dtype=np.float32)
+    return vector_env
 
 
 def reset_for_resume(env: gym.vector.VectorEnv, seed: int, env_step: int) -> np.ndarray:

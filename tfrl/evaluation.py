@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-import gymnasium as gym
 import numpy as np
 
 from tfrl import envs
@@ -63,7 +62,7 @@ def render_episode(policy: Policy, env_id: str, seed: int, stats: dict | None = 
     episode ends, `stats` (if given) gets "return" and "length"; it gets the env's
     "fps" (metadata render_fps) before the first frame.
     """
-    env = gym.make(envs.resolve_env_id(env_id), render_mode="rgb_array")
+    env = envs.as_spec(env_id).make(render_mode="rgb_array")
     try:
         if stats is not None:
             stats["fps"] = int(env.metadata.get("render_fps") or 30)

@@ -30,7 +30,7 @@ class MetricsLogger:
     """Writes each `log(...)` record to metrics.jsonl and TensorBoard (run_dir/tensorboard).
 
     Episode results are buffered and written at the next `log` call, so the
-    TF summary ops (a few hundred µs each) stay off the per-step path.
+    TF summary ops stay off the per-step path.
     """
 
     def __init__(self, run_dir: pathlib.Path, total_env_steps: int, progress_bar: bool | None = None,

@@ -1,7 +1,7 @@
 """Keras 3 networks, and a NumPy mirror of them for acting.
 
-Acting happens once per vector step; a TF call costs ~300 µs of fixed overhead
-on a 2-core CPU while a NumPy forward pass of a small MLP costs ~10 µs. So the
+Acting happens once per vector step; a TF call has a fixed overhead many times
+larger than a NumPy forward pass of a small MLP (docs/benchmarks.md). So the
 actor runs `NumpyMLP`, refreshed with the learner's weights after every train
 call, and the Keras model stays the single definition that is trained and exported.
 """

@@ -8,6 +8,8 @@ if it asks for the state already in force; anything else is a
 RuntimeConfigError rather than TF's bare RuntimeError.
 """
 
+from __future__ import annotations
+
 import contextlib
 import dataclasses
 import importlib.metadata
@@ -23,7 +25,7 @@ from tfrl import distribute, errors
 from tfrl.lazy_import import LazyModule
 
 # Imported at the first use, not with this module: launchers define and check their flags first,
-# so bad input is reported in a fraction of a second rather than after TensorFlow's ~5 s import.
+# so bad input is reported before TensorFlow's import, which takes seconds.
 keras = LazyModule("keras")
 tf = LazyModule("tensorflow")
 
@@ -398,7 +400,7 @@ def apply(options: RuntimeOptions) -> Runtime:
         logging.warning(
             "mixed_float16 on %s: most CPUs emulate float16 math, so this is slower than float32%s",
             device_name,
-            "" if options.xla else "; without --xla far slower (DQN's train step: ~300x, docs/benchmarks.md)",
+            "" if options.xla else "; without --xla far slower (docs/benchmarks.md, precision and XLA)",
         )
     return Runtime(options=options, device_name=device_name, strategy=strategy, cluster=cluster)
 
