@@ -19,7 +19,7 @@ import pathlib
 
 from absl import flags
 
-from tfrl import cli, envs  # no TensorFlow yet: bad input is reported at once
+from tfrl import cli, config as config_lib, envs  # no TensorFlow yet: bad input is reported at once
 from tfrl.errors import UsageError
 
 flags.DEFINE_string("saved_model", None, "An exported SavedModel version directory (.../<model_name>/<version>).")
@@ -27,7 +27,9 @@ flags.DEFINE_string("run_dir", None, "A training run directory; one of its check
 flags.DEFINE_integer("checkpoint", None, "With --run_dir: checkpoint number (ckpt-N); default the newest loadable one.")
 flags.DEFINE_boolean("best", False, "With --run_dir: the run's best evaluated policy (trained with "
                      "--hp=keep_best_policy=true) instead of a checkpoint.")
-flags.DEFINE_string("env", None, "Environment id; default: the one the policy was trained on.")
+flags.DEFINE_string("env", None, "Environment id (or module:Id); default: the one the policy was trained on.")
+flags.DEFINE_multi_string("env_kwargs", [], "Keyword argument of gymnasium.make, key=value, repeatable; default: "
+                          "the ones the policy was trained with.")
 flags.DEFINE_integer("episodes", 10, "Number of greedy episodes.")
 flags.DEFINE_integer("seed", 0, "Seed of the evaluation envs (env i is reset with seed + i).")
 flags.DEFINE_integer("num_envs", 8, "Envs run in parallel (each runs an equal share of the episodes).")
@@ -98,18 +100,29 @@ def main(argv):
 
     if FLAGS.saved_model:
         served = serving.load(pathlib.Path(FLAGS.saved_model))
-        policy, env_id = served.policy, (served.metadata or {}).get("env_id")
+        metadata = served.metadata or {}
+        policy, obs_shape = served.policy, served.obs_shape
+        env_id, env_kwargs = metadata.get("env_id"), metadata.get("env_kwargs") or {}
     else:
         loaded = runs.load_policy(pathlib.Path(FLAGS.run_dir), FLAGS.checkpoint, best=FLAGS.best)
-        policy, env_id = serving.traced_policy(loaded.policy.outputs, loaded.env.obs_shape), loaded.run_config.env_id
+        policy, obs_shape = serving.traced_policy(loaded.policy.outputs, loaded.env.obs_shape), loaded.env.obs_shape
+        env_id, env_kwargs = loaded.run_config.env_id, loaded.run_config.env_kwargs
         which = "the best policy" if FLAGS.best else f"checkpoint {loaded.checkpoint}"
         print(f"{which} of {FLAGS.run_dir} (trained {loaded.env_step} env steps)", flush=True)
     env_id = FLAGS.env or env_id
     if not env_id:
         raise UsageError(f"{FLAGS.saved_model} has no tfrl metadata naming its env; pass --env")
+    if FLAGS.env_kwargs:
+        env_kwargs = {key: config_lib.parse_value(value)
+                      for key, value in config_lib.parse_cli_overrides(FLAGS.env_kwargs, "--env_kwargs").items()}
+    env_id = envs.as_spec(env_id, env_kwargs)
+    env_shape = runs.probe_env_info(env_id).obs_shape
+    if tuple(env_shape) != tuple(obs_shape):
+        raise UsageError(f"the policy takes observations of shape {tuple(obs_shape)}, but {env_id.name} gives "
+                         f"{tuple(env_shape)}: evaluate it on the env it was trained on")
 
     returns, lengths = evaluation.evaluate_episodes(policy, env_id, FLAGS.episodes, FLAGS.seed, FLAGS.num_envs)
-    print(f"{len(returns)} episodes of {env_id} (seed {FLAGS.seed}): "
+    print(f"{len(returns)} episodes of {env_id.name} (seed {FLAGS.seed}): "
           f"return {returns.mean():.2f} +/- {returns.std():.2f}, "
           f"length {lengths.mean():.1f} +/- {lengths.std():.1f}", flush=True)
     if video is not None:

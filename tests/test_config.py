@@ -20,7 +20,9 @@ CONFIG_DIR = REPO_ROOT / "configs"
 def _write_preset(directory, name, agent="dqn", env_ids=("CartPole-v1",), hparams=None, **extra):
     raw = {"agent": agent, "env_ids": list(env_ids), "description": f"{name} for tests",
            "hparams": hparams or {}, **extra}
+    directory.mkdir(parents=True, exist_ok=True)
     (directory / f"{name}.json").write_text(json.dumps(raw))
+    return directory / f"{name}.json"
 
 
 # --- presets in the repository's configs/ ----------------------------------------------
@@ -88,20 +90,35 @@ def test_auto_preset_matches_agent_and_prefers_the_shortest_name(tmp_path):
     assert config_lib.find_preset(tmp_path, "a2c", "LunarLander-v2") is None
 
 
-def test_preset_file_with_missing_or_extra_keys_is_a_config_error(tmp_path):
+def test_preset_file_with_missing_or_extra_keys_is_a_config_error_when_named(tmp_path):
     (tmp_path / "broken.json").write_text(json.dumps({"agent": "dqn", "hparams": {}}))
     with pytest.raises(ConfigError, match="expected exactly the keys"):
-        config_lib.find_preset(tmp_path, "dqn", "CartPole-v1")
-    (tmp_path / "broken.json").unlink()
+        config_lib.find_preset(tmp_path, "dqn", "CartPole-v1", name="broken")
     _write_preset(tmp_path, "extra", comment="not allowed")
     with pytest.raises(ConfigError, match="expected exactly the keys"):
-        config_lib.find_preset(tmp_path, "dqn", "CartPole-v1")
+        config_lib.find_preset(tmp_path, "dqn", "CartPole-v1", name=str(tmp_path / "extra.json"))
 
 
-def test_preset_file_with_bad_json_is_a_config_error(tmp_path):
+def test_preset_file_with_bad_json_is_a_config_error_when_named(tmp_path):
     (tmp_path / "bad.json").write_text('{"agent": "dqn",')
     with pytest.raises(ConfigError, match="cannot read JSON"):
-        config_lib.find_preset(tmp_path, "dqn", "CartPole-v1")
+        config_lib.find_preset(tmp_path, "dqn", "CartPole-v1", name="bad")
+
+
+def test_json_files_that_are_not_presets_do_not_break_the_automatic_choice(tmp_path):
+    (tmp_path / "bad.json").write_text('{"agent": "dqn",')
+    (tmp_path / "package.json").write_text(json.dumps({"name": "something else"}))
+    (tmp_path / "wrong-types.json").write_text(json.dumps({"agent": "dqn", "env_ids": "CartPole-v1",
+                                                            "description": "", "hparams": {}}))
+    assert config_lib.find_preset(tmp_path, "dqn", "CartPole-v1") is None
+    _write_preset(tmp_path, "dqn-cartpole")
+    assert config_lib.find_preset(tmp_path, "dqn", "CartPole-v1").name == "dqn-cartpole"
+
+
+def test_a_preset_can_be_given_by_its_path(tmp_path):
+    path = _write_preset(tmp_path / "elsewhere", "my-tuning", env_ids=("Acrobot-v1",))
+    preset = config_lib.find_preset(CONFIG_DIR, "dqn", "CartPole-v1", name=str(path))
+    assert (preset.name, preset.env_ids) == ("my-tuning", ("Acrobot-v1",))
 
 
 def test_config_error_is_a_usage_error():
@@ -204,7 +221,7 @@ def test_unknown_key_without_close_match_has_no_hint():
     ("dueling", "maybe", "bool"),
     ("dueling", 1, "bool"),
     ("hidden_sizes", "64,x", "int"),
-    ("hidden_sizes", 64, "tuple"),
+    ("hidden_sizes", 64, "tuple[int, ...]"),
 ])
 def test_ill_typed_value_is_a_config_error_naming_key_value_and_type(key, value, type_name):
     with pytest.raises(ConfigError) as raised:
@@ -219,7 +236,7 @@ def test_ill_typed_value_is_a_config_error_naming_key_value_and_type(key, value,
     ({"batch_size": "0"}, "--hp: batch_size must be > 0, got 0"),
     ({"num_envs": "0"}, "--hp: num_envs must be > 0, got 0"),
     ({"learning_rate": "0"}, "--hp: learning_rate must be > 0, got 0.0"),
-    ({"learning_rate": "nan"}, "--hp: learning_rate must be > 0, got nan"),
+    ({"learning_rate": "nan"}, "hyperparameter 'learning_rate': 'nan' is not a finite number"),
     ({"target_update_tau": "0"}, "--hp: target_update_tau must be in (0, 1], got 0.0"),
     ({"epsilon_end": "-0.1"}, "--hp: epsilon_end must be in [0, 1], got -0.1"),
     ({"hidden_sizes": ""}, "--hp: hidden_sizes must be positive layer sizes, got ()"),

@@ -388,7 +388,7 @@ def test_only_the_chief_wrote_files(two_workers):
     root, outputs = two_workers
     chief_dir = root / "run0"
     assert {p.name for p in chief_dir.iterdir()} == {"config.json", "metrics.jsonl", "tensorboard", "checkpoints",
-                                                     "saved_models", ".lock"}
+                                                     "saved_models", "result.json", ".lock"}
     assert (chief_dir / "saved_models" / "dqn-CartPole-v1" / "1" / "saved_model.pb").exists()
     assert not (root / "run1").exists()  # the worker's --run_dir: never created
     assert not (root / "bad").exists()

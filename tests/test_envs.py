@@ -102,7 +102,7 @@ def test_make_vector_env_resolves_deprecated_id():
     env = envs.make_vector_env("LunarLander-v2", num_envs=1, seed=0)
     try:
         assert env.first_obs.shape == (1, 8)
-        assert env.spec.id == "LunarLander-v3"
+        assert env.envs[0].spec.id == "LunarLander-v3"
     finally:
         env.close()
 

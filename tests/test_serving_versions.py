@@ -92,7 +92,9 @@ def test_a_broken_new_version_is_reported_and_the_old_one_keeps_serving(tmp_path
         broken.mkdir()
         (broken / "saved_model.pb").write_bytes(b"this is not a SavedModel")
         broken.rename(base_path / "3")
-        _wait_until(lambda: len(client.get("/v1/models/half")[1]["model_version_status"]) == 2, what="version 3 tried")
+        statuses = lambda: client.get("/v1/models/half")[1]["model_version_status"]  # noqa: E731
+        # Version 3 shows as LOADING while its load runs, and END once it has failed.
+        _wait_until(lambda: [s["state"] for s in statuses()] == ["END", "AVAILABLE"], what="version 3 tried")
         status, body = client.get("/v1/models/half")
         three, one = body["model_version_status"]
         assert status == 200 and one == {"version": "1", "state": "AVAILABLE",

@@ -50,7 +50,7 @@ def _launch(args, run_dir, env=None):
     if not any(arg.startswith("--run_dir=") for arg in args):
         args.append(f"--run_dir={run_dir}")
     if env is None:
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO_ROOT / "tests"))  # custom_envs
         env.pop("KERAS_BACKEND", None)
     completed = subprocess.run([sys.executable, TRAIN, *args], capture_output=True,
                                text=True, cwd=REPO_ROOT, env=env, timeout=300)
@@ -108,7 +108,9 @@ BAD_INPUTS = [
     ("unknown_device", ["--agent=dqn", "--env=CartPole-v1", "--device=tpu"],
      "--device: cannot parse 'tpu'; choose one of auto, cpu, cpu:N, gpu, gpu:N"),
     ("negative_envs", ["--agent=a2c", "--env=CartPole-v1", "--num_envs=-4"], "--num_envs must be >= 1, got -4"),
-    ("negative_seed", ["--agent=dqn", "--env=CartPole-v1", "--seed=-1"], "--seed must be >= 0, got -1"),
+    ("negative_seed", ["--agent=dqn", "--env=CartPole-v1", "--seed=-1"], "--seed must be in [0, 4294967295], got -1"),
+    ("seed_over_32_bits", ["--agent=dqn", "--env=CartPole-v1", "--seed=4294967296"],
+     "--seed must be in [0, 4294967295], got 4294967296"),
     ("zero_batch_size", ["--agent=dqn", "--env=CartPole-v1", "--hp=batch_size=0"], "batch_size must be > 0, got 0"),
     ("negative_learning_rate", ["--agent=a2c", "--env=CartPole-v1", "--hp=learning_rate=-0.001"],
      "learning_rate must be > 0, got -0.001"),
@@ -129,21 +131,69 @@ BAD_INPUTS = [
      "--keep_checkpoints must be >= 0 (0 keeps every checkpoint), got -1"),
     ("run_dir_of_no_run", ["--agent=dqn", "--env=CartPole-v1", "--run_dir={tmp}"],
      "--run_dir {tmp} is not empty and holds no tfrl run (no config.json); pick a new one"),
+    ("run_dir_is_a_file", ["--agent=dqn", "--env=CartPole-v1", "--run_dir={tmp}/a_file"],
+     "--run_dir: {tmp}/a_file exists and is not a directory"),
+    # Bringing your own env, and a command line that explains itself.
+    ("hparam_as_flag", ["--agent=dqn", "--env=CartPole-v1", "--lerning_rate=3"],
+     "Unknown command line flag 'lerning_rate'; hyperparameters are set with --hp: did you mean "
+     "--hp=learning_rate=...? (--hp=help lists them)"),
+    ("total_steps_as_flag", ["--agent=ppo", "--env=CartPole-v1", "--total_env_steps=5000"],
+     "did you mean --hp=total_env_steps=...?"),
+    ("atari_without_ale", ["--agent=dqn", "--env=ALE/Pong-v5"],
+     "ALE/Pong-v5 is registered by the ale_py package, which is not installed: pip install 'tfrl[atari]'"),
+    ("unknown_module", ["--agent=dqn", "--env=no_such_module:Maze-v0"],
+     "--env=no_such_module:Maze-v0: cannot import module 'no_such_module'"),
+    ("id_the_module_lacks", ["--agent=dqn", "--env=custom_envs:Coridor-v0"],
+     "unknown environment id 'custom_envs:Coridor-v0' (module custom_envs registers no such id); close matches: "
+     "Corridor-v0"),
+    ("dict_observations", ["--agent=ppo", "--env=custom_envs:DictCorridor-v0"],
+     "wrap the env in gymnasium.wrappers.FlattenObservation"),
+    ("continuous_actions_for_dqn", ["--agent=dqn", "--env=Pendulum-v1"], "tfrl agents need Discrete actions"),
+    ("missing_config_dir", ["--agent=dqn", "--env=CartPole-v1", "--config_dir={tmp}/nowhere"],
+     "--config_dir: {tmp}/nowhere is not a directory"),
+    ("model_name_with_a_slash", ["--agent=dqn", "--env=CartPole-v1", "--model_name=a/b"],
+     "--model_name must be a plain directory name, got 'a/b'"),
+    ("infinite_learning_rate", ["--agent=dqn", "--env=CartPole-v1", "--hp=learning_rate=inf"],
+     "hyperparameter 'learning_rate': 'inf' is not a finite number"),
+    ("hp_help_without_agent", ["--env=CartPole-v1", "--hp=help"], "--hp=help lists the hyperparameters of one agent"),
+    ("bad_env_kwarg", ["--agent=dqn", "--env=FrozenLake-v1", "--env_kwargs=is_slipery=false"], "is_slipery"),
 ]
+
+# Bring your own env, from the command line: a corridor with a known optimal return (tests/custom_envs.py) by
+# its "module:Id", and FrozenLake (Discrete observations, one-hot) with an env keyword argument.
+CUSTOM_ENV_ARGS = [
+    "--agent=dqn", "--env=custom_envs:Corridor-v0", "--preset=none", "--export_base_path=",
+    "--hp=total_env_steps=3000", "--hp=hidden_sizes=32", "--hp=learning_starts=200", "--hp=batch_size=32",
+    "--hp=gradient_steps_per_train=1", "--hp=target_update_period_env_steps=100", "--hp=learning_rate=1e-3",
+    "--hp=eval_interval=0", "--hp=final_eval_episodes=5", "--hp=checkpoint_interval=0", "--hp=log_interval=1000",
+]
+FROZEN_LAKE_ARGS = [
+    "--agent=dqn", "--env=FrozenLake-v1", "--env_kwargs=is_slippery=false", "--preset=none",
+    "--hp=total_env_steps=8000", "--hp=hidden_sizes=32", "--hp=learning_starts=500", "--hp=batch_size=32",
+    "--hp=gradient_steps_per_train=1", "--hp=target_update_period_env_steps=200", "--hp=learning_rate=1e-3",
+    "--hp=gamma=0.95", "--hp=epsilon_decay_fraction=0.5", "--hp=eval_interval=0", "--hp=final_eval_episodes=5",
+    "--hp=checkpoint_interval=0", "--hp=log_interval=2000",
+]
+EXPLAINING_ARGS = {
+    "hp_help": ["--agent=ppo", "--env=CartPole-v1", "--hp=help"],
+    "help": ["--help"],
+}
 
 
 @pytest.fixture(scope="module")
 def launches(tmp_path_factory):
     """Starts every launch of this module, two at a time; returns {name: Future[Launch]}."""
     base = tmp_path_factory.mktemp("train_script")
-    jobs = [("learning", LEARNING_ARGS), ("diverging", DIVERGING_ARGS), ("best_policy", BEST_POLICY_ARGS)]
+    jobs = [("learning", LEARNING_ARGS), ("diverging", DIVERGING_ARGS), ("best_policy", BEST_POLICY_ARGS),
+            ("custom_env", CUSTOM_ENV_ARGS), ("frozen_lake", FROZEN_LAKE_ARGS)]
     jobs += [(name, args) for name, args, _ in BAD_INPUTS]
     pinned = [(f"{agent}_{copy}", args) for agent, args in REPRODUCIBLE_ARGS.items() for copy in ("a", "b")]
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
-    futures = {name: pool.submit(_launch, args, base / name / "run") for name, args in jobs[:3]}
+    futures = {name: pool.submit(_launch, args, base / name / "run") for name, args in jobs[:5]}
     futures.update({name: pool.submit(_launch, args, base / name / "run", behaviour_digests.pinned_env())
                     for name, args in pinned})
-    futures.update({name: pool.submit(_launch, args, base / name / "run") for name, args in jobs[3:]})
+    futures.update({name: pool.submit(_launch, args, base / name / "run") for name, args in jobs[5:]})
+    futures.update({name: pool.submit(_launch, args, base / name / "run") for name, args in EXPLAINING_ARGS.items()})
     yield futures
     pool.shutdown(wait=True, cancel_futures=True)
 
@@ -162,6 +212,44 @@ def test_bad_input_exits_2_with_one_error_line_and_writes_nothing(launches, name
     assert not launch.run_dir.exists()
     assert sorted(p.name for p in launch.run_dir.parent.iterdir()) == ["a_file"]  # nothing written beside it
     assert launch.stdout == ""
+
+
+# --- bring your own env, and a command line that explains itself ---------------------------
+
+@pytest.mark.parametrize("name, expected_return", [("custom_env", 0.8), ("frozen_lake", 1.0)])
+def test_a_custom_env_and_frozen_lake_are_learned_from_the_command_line(launches, name, expected_return):
+    launch = launches[name].result()
+    assert launch.returncode == 0, launch.stderr[-3000:]
+    final = re.search(r"^final evaluation: env=(\S+) episodes=5 return=(-?[\d.]+) ", launch.stdout, re.M)
+    assert final, launch.stdout
+    assert final.group(1) == {"custom_env": "custom_envs:Corridor-v0", "frozen_lake": "FrozenLake-v1"}[name]
+    assert float(final.group(2)) == pytest.approx(expected_return)  # the optimum: every greedy episode succeeds
+    config = json.loads((launch.run_dir / "config.json").read_text())
+    if name == "frozen_lake":  # the kwarg reached gymnasium.make; the 16 Discrete states are one-hot
+        assert config["env_kwargs"] == {"is_slippery": False}
+        assert config["env_info"] == {"env_id": "FrozenLake-v1", "obs_shape": [16], "num_actions": 4}
+
+
+def test_hp_help_lists_every_hyperparameter_with_default_and_preset_value(launches):
+    launch = launches["hp_help"].result()
+    assert launch.returncode == 0, launch.stderr[-2000:]
+    assert launch.stdout.startswith("PPOConfig hyperparameters (preset ppo-cartpole); set one with --hp=name=value:")
+    assert "  rollout_length (int): default 256, preset 32\n" in launch.stdout
+    assert "  clip_range (float): default 0.2\n" in launch.stdout
+    assert "Rollout length per env, in vector steps" in launch.stdout
+    from tfrl.agents.ppo.config import PPOConfig
+    for field in dataclasses.fields(PPOConfig):
+        assert f"\n  {field.name} (" in launch.stdout, field.name
+    assert not launch.run_dir.exists()
+
+
+def test_help_lists_the_launcher_and_hardware_flags(launches):
+    launch = launches["help"].result()
+    assert launch.returncode == 0, launch.stderr[-2000:]
+    for flag in ("--agent", "--env", "--env_kwargs", "--hp", "--preset", "--run_dir", "--[no]xla", "--mixed_precision",
+                 "--device", "--strategy", "--[no]deterministic", "--visible_gpus"):
+        assert f"\n  {flag}:" in launch.stdout, flag
+    assert "--hp=help lists every hyperparameter" in launch.stdout
 
 
 # --- a learning run ------------------------------------------------------------------------

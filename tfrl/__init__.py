@@ -1,7 +1,11 @@
 """tfrl: reinforcement learning on TensorFlow 2 and Keras 3.
 
-TensorFlow is not a hard dependency (the build is the user's choice), so the
-first import checks for one and names the extras when it is missing.
+    run = tfrl.train("ppo", "CartPole-v1", hp={"total_env_steps": 50_000})
+    policy = tfrl.load_policy(run.run_dir)
+
+tfrl.train, tfrl.load_policy, tfrl.Run, tfrl.Policy (tfrl.api) and tfrl.Callback, tfrl.StopOnReturn
+(tfrl.callbacks) load at first use, so `import tfrl` stays light. TensorFlow is not a hard dependency (the
+build is the user's choice), so the first import checks for one and names the extras when it is missing.
 """
 
 import importlib.util
@@ -28,3 +32,14 @@ if _backend != "tensorflow":
         f"tfrl needs the TensorFlow Keras backend but KERAS_BACKEND={_backend!r}; "
         "unset it or set KERAS_BACKEND=tensorflow"
     )
+
+_LAZY = {"train": "tfrl.api", "load_policy": "tfrl.api", "Run": "tfrl.api", "Policy": "tfrl.api",
+         "Callback": "tfrl.callbacks", "StopOnReturn": "tfrl.callbacks", "RuntimeOptions": "tfrl.runtime"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'tfrl' has no attribute {name!r}")

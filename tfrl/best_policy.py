@@ -89,7 +89,7 @@ def restore(run_dir: pathlib.Path, policy_items: Mapping[str, Any]) -> checkpoin
         load_arrays=False)
 
 
-def log_final_evaluation(run_dir: pathlib.Path, policy: ServingPolicy, obs_shape, env_id: str, episodes: int,
+def log_final_evaluation(run_dir: pathlib.Path, policy: ServingPolicy, obs_shape, env_id, episodes: int,
                          seed: int, logger: MetricsLogger, env_step: int) -> dict | None:
     """Evaluates the run's best policy on the final evaluation's episodes and logs a "best_eval" record.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import pathlib
 import sys
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 from absl import app, flags
 
@@ -38,19 +38,50 @@ def _program() -> str:
     return pathlib.Path(sys.argv[0]).name
 
 
-def parse_flags_or_exit(argv):
-    """absl exits with code 1 on a bad flag; our contract is one clear line and exit code 2."""
+def parse_flags_or_exit(argv, unknown_flag_hint: Callable[[str], str] | None = None):
+    """absl exits with code 1 on a bad flag; our contract is one clear line and exit code 2.
+
+    unknown_flag_hint(name): text added to the error of an unknown flag (e.g. "; did you mean ...").
+    """
     try:
         return flags.FLAGS(argv)
+    except SystemExit as e:
+        # absl prints --help and exits 1, as for an error; asking for help is no error.
+        if e.code == 1 and set(argv[1:]) & {"--help", "-h", "-?", "--helpshort", "--helpfull", "--helpxml"}:
+            sys.exit(0)
+        raise
     except flags.Error as e:
-        print(f"{pathlib.Path(argv[0]).name}: error: {e}", file=sys.stderr)
+        hint = ""
+        if unknown_flag_hint is not None and isinstance(e, flags.UnrecognizedFlagError) and e.flagname:
+            hint = unknown_flag_hint(e.flagname)
+        print(f"{pathlib.Path(argv[0]).name}: error: {e}{hint}", file=sys.stderr)
         sys.exit(2)
 
 
-def run(main: Callable[[list[str]], None]) -> None:
-    """app.run(main), with UsageError (raised by main or anything it calls) as one line and exit code 2."""
+HELP_FLAGS = {"--help", "-h", "-?", "--helpshort"}
+
+
+def flags_help(doc: str, sections: Sequence[tuple[str, Any]]) -> str:
+    """doc, then each (title, module) section's flags: --help without absl's and TensorFlow's own flags."""
+    parts = [doc.strip(), ""]
+    for title, module in sections:
+        text = flags.FLAGS.module_help(module).strip()
+        parts += [f"{title}:", *text.splitlines()[1:], ""]  # its first line is the module's name
+    parts.append("--helpfull lists every flag, absl's own included.")
+    return "\n".join(parts)
+
+
+def run(main: Callable[[list[str]], None], unknown_flag_hint: Callable[[str], str] | None = None,
+        help_text: Callable[[], str] | None = None) -> None:
+    """app.run(main), with UsageError (raised by main or anything it calls) as one line and exit code 2.
+
+    help_text: what --help prints (exit code 0) instead of absl's listing.
+    """
+    if help_text is not None and set(sys.argv[1:]) & HELP_FLAGS:
+        print(help_text())
+        sys.exit(0)
     try:
-        app.run(main, flags_parser=parse_flags_or_exit)
+        app.run(main, flags_parser=lambda argv: parse_flags_or_exit(argv, unknown_flag_hint))
     except UsageError as e:
         print(f"{_program()}: error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -19,10 +19,14 @@ presets and run directories still load.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
+import inspect
 import json
+import math
 import pathlib
+import textwrap
 import threading
 import types
 import typing
@@ -56,40 +60,62 @@ def load_preset_file(path: pathlib.Path) -> Preset:
         raise ConfigError(f"preset {path}: cannot read JSON: {e}") from None
     if not isinstance(raw, dict) or set(raw) != _PRESET_KEYS:
         raise ConfigError(f"preset {path}: expected exactly the keys {sorted(_PRESET_KEYS)}")
+    if not (isinstance(raw["agent"], str) and isinstance(raw["env_ids"], list) and isinstance(raw["hparams"], dict)
+            and all(isinstance(env_id, str) for env_id in raw["env_ids"])):
+        raise ConfigError(f"preset {path}: agent must be a string, env_ids a list of strings, hparams an object")
     return Preset(
         name=path.stem,
         agent=raw["agent"],
         env_ids=tuple(raw["env_ids"]),
-        description=raw["description"],
+        description=str(raw["description"]),
         hparams=raw["hparams"],
     )
 
 
-def find_preset(config_dir: pathlib.Path, agent: str, env_id: str, name: str = "auto") -> Preset | None:
-    """The preset named `name`, or with name="auto" the one whose agent and env ids match.
+def find_preset(config_dir: pathlib.Path, agent: str, env_ids: str | Sequence[str],
+                name: str = "auto") -> Preset | None:
+    """The preset `name` names, or with name="auto" the one whose agent and env ids match; None for "none".
 
-    `env_id` is compared before alias resolution too, so "LunarLander-v2" and
-    "LunarLander-v3" both find a preset listing both. name="none" means defaults only.
+    name: "auto", "none", a preset's name (its file stem in config_dir), or the path of a preset file.
+    env_ids: the env as given and as resolved, so "LunarLander-v2" and "LunarLander-v3" both find a preset
+    listing both. With "auto", files in config_dir that are not presets are passed over.
     """
     if name == "none":
         return None
-    presets = [load_preset_file(p) for p in sorted(config_dir.glob("*.json"))]
-    if name != "auto":
-        by_name = {p.name: p for p in presets}
-        if name not in by_name:
-            raise ConfigError(
-                f"--preset: no preset named {name!r} in {config_dir}; available: "
-                + ", ".join(sorted(by_name))
-            )
-        preset = by_name[name]
-        if preset.agent != agent:
-            raise ConfigError(f"--preset={name} is for agent {preset.agent!r}, not {agent!r}")
-        return preset
-    matches = [p for p in presets if p.agent == agent and env_id in p.env_ids]
-    # Several presets may list an env (e.g. a benchmark replica); the one named
-    # "<agent>-<env family>" without a further suffix is the tuned default.
-    matches.sort(key=lambda p: len(p.name))
-    return matches[0] if matches else None
+    env_ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
+    path = pathlib.Path(name)
+    if name.endswith(".json") or path.is_file():
+        preset = load_preset_file(path)
+    elif name != "auto":
+        preset = _preset_named(config_dir, name)
+    else:
+        matches = [p for p in _presets_in(config_dir) if p.agent == agent and set(env_ids) & set(p.env_ids)]
+        # Several presets may list an env (e.g. a benchmark replica); the one named
+        # "<agent>-<env family>" without a further suffix is the tuned default.
+        matches.sort(key=lambda p: len(p.name))
+        return matches[0] if matches else None
+    if preset.agent != agent:
+        raise ConfigError(f"--preset={name} is for agent {preset.agent!r}, not {agent!r}")
+    return preset
+
+
+def _preset_named(config_dir: pathlib.Path, name: str) -> Preset:
+    path = config_dir / f"{name}.json"
+    if not path.is_file():
+        available = ", ".join(p.name for p in _presets_in(config_dir)) or "none"
+        raise ConfigError(f"--preset: no preset named {name!r} in {config_dir}; available: {available}")
+    return load_preset_file(path)
+
+
+def _presets_in(config_dir: pathlib.Path) -> list[Preset]:
+    """The presets in config_dir, by name; JSON files that are not presets are passed over."""
+    presets = []
+    for path in sorted(config_dir.glob("*.json")):
+        try:
+            presets.append(load_preset_file(path))
+        except ConfigError as e:
+            logging.debug("not a preset: %s", e)
+    return presets
 
 
 def _field_types(config_cls: type) -> dict[str, Any]:
@@ -145,9 +171,12 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
         if isinstance(value, bool):
             raise bad
         try:
-            return float(value)
+            number = float(value)
         except (TypeError, ValueError):
             raise bad from None
+        if not math.isfinite(number):
+            raise ConfigError(f"hyperparameter {key!r}: {value!r} is not a finite number")
+        return number
     if annotation is str:
         if isinstance(value, str):
             return value
@@ -156,6 +185,8 @@ def _coerce(key: str, value: Any, annotation: Any) -> Any:
 
 
 def _type_name(annotation: Any) -> str:
+    if typing.get_origin(annotation) is not None:
+        return str(annotation).replace("typing.", "")
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
@@ -243,15 +274,80 @@ def apply_overrides(config: Any, overrides: Mapping[str, Any], source: str) -> A
         raise ConfigError(f"{source}: {e}") from None
 
 
-def parse_cli_overrides(items: Sequence[str]) -> dict[str, str]:
+def field_docs(config_cls: type) -> dict[str, str]:
+    """{field: its docstring} from the class bodies (the string under each field), the nearest class first."""
+    docs: dict[str, str] = {}
+    for cls in config_cls.__mro__:
+        if not dataclasses.is_dataclass(cls):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+        except (OSError, TypeError):
+            continue
+        body = tree.body[0].body
+        for node, following in zip(body, body[1:]):
+            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                    and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+                    and isinstance(following.value.value, str)):
+                docs.setdefault(node.target.id, " ".join(following.value.value.split()))
+    return docs
+
+
+def describe(config_cls: type, preset: Preset | None) -> str:
+    """Every hyperparameter of config_cls: name, type, default, the preset's value, and its documentation."""
+    defaults, docs, types = config_cls(), field_docs(config_cls), _field_types(config_cls)
+    preset_config = apply_overrides(defaults, preset.hparams, f"preset {preset.name}") if preset else None
+    source = f"preset {preset.name}" if preset else "no preset"
+    lines = [f"{config_cls.__name__} hyperparameters ({source}); set one with --hp=name=value:", ""]
+    for field in dataclasses.fields(config_cls):
+        default = getattr(defaults, field.name)
+        line = f"  {field.name} ({_type_name(types[field.name])}): default {default!r}"
+        if preset_config is not None and getattr(preset_config, field.name) != default:
+            line += f", preset {getattr(preset_config, field.name)!r}"
+        lines.append(line)
+        lines.extend(textwrap.wrap(docs.get(field.name, ""), width=100, initial_indent="      ",
+                                   subsequent_indent="      "))
+    renamed = getattr(config_cls, "RENAMED", {})
+    if renamed:
+        lines += ["", "Old names still read: " + ", ".join(f"{old} -> {new}" for old, new in renamed.items())]
+    return "\n".join(lines)
+
+
+def hparam_names() -> set[str]:
+    """Every hyperparameter name of every agent, old names included (for a launcher's did-you-mean)."""
+    from tfrl import agents  # the registry imports this module
+
+    names: set[str] = set()
+    for name in agents.AGENT_NAMES:
+        config_cls = agents.get(name).config_cls
+        names |= {f.name for f in dataclasses.fields(config_cls)} | set(getattr(config_cls, "RENAMED", {}))
+    return names
+
+
+def parse_value(text: str) -> Any:
+    """A command-line value typed by its look: true/false, none, an int, a float, else the string itself."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered == "none":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_cli_overrides(items: Sequence[str], flag: str = "--hp") -> dict[str, str]:
     """['lr=1e-3', 'hidden_sizes=64,64'] -> {'lr': '1e-3', 'hidden_sizes': '64,64'}."""
     overrides = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--hp: expected key=value, got {item!r}")
+            raise ConfigError(f"{flag}: expected key=value, got {item!r}")
         if key.strip() in overrides:
-            raise ConfigError(f"--hp: {key.strip()!r} given twice")
+            raise ConfigError(f"{flag}: {key.strip()!r} given twice")
         overrides[key.strip()] = value.strip()
     return overrides
 

@@ -6,6 +6,7 @@
     <run_dir>/checkpoints/      tfrl.checkpoints
     <run_dir>/best_policy/      tfrl.best_policy (keep_best_policy runs): the best evaluated policy
     <run_dir>/saved_models/<model_name>/<version>/   tfrl.export (train.py exports there at the end)
+    <run_dir>/result.json       the final evaluation record and the export, written when the run is complete
     <run_dir>/.lock             the pid of the process training into it, flock-ed while it runs
 
 An agent's exportable policy comes from the policy module the agent registry names
@@ -19,7 +20,7 @@ import dataclasses
 import json
 import os
 import pathlib
-from typing import Any
+from typing import Any, Mapping
 
 from absl import logging
 
@@ -36,6 +37,7 @@ export = LazyModule("tfrl.export")
 tf = LazyModule("tensorflow")
 
 CONFIG_FILE = "config.json"
+RESULT_FILE = "result.json"
 LOCK_FILE = ".lock"  # held (flock) by the one process training into the run dir; the OS drops it when that process dies
 
 
@@ -54,6 +56,8 @@ class RunRecord:
     config: Any  # the agent's config dataclass
     runtime: RuntimeOptions = RuntimeOptions()
     env_arg: str | None = None  # as given on the command line, e.g. LunarLander-v2 (None: env_id)
+    env_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # passed to gymnasium.make
+    env_info: Mapping[str, Any] | None = None  # envs.EnvInfo.to_dict(): what the networks are built for
     preset: str | None = None
     vector_mode: str = "sync"
     keep_checkpoints: int | None = None  # as given; None: the launcher's default
@@ -69,6 +73,8 @@ class RunRecord:
         diffs = [f"{name}: {getattr(self, name)!r} != {getattr(other, name)!r}"
                  for name in ("agent", "env_id", "seed", "mixed_precision")
                  if getattr(self, name) != getattr(other, name)]
+        if _jsonable(self.env_kwargs) != _jsonable(other.env_kwargs):
+            diffs.append(f"env_kwargs: {_jsonable(self.env_kwargs)!r} != {_jsonable(other.env_kwargs)!r}")
         if type(self.config) is not type(other.config):
             return diffs + [f"config class: {type(self.config).__name__} != {type(other.config).__name__}"]
         mine, theirs = config_lib.to_dict(self.config), config_lib.to_dict(other.config)
@@ -85,7 +91,8 @@ class RunRecord:
 
     def to_json(self) -> dict:
         return {"tfrl_version": self.tfrl_version, "agent": self.agent, "env_id": self.env_id,
-                "env_arg": self.env_arg or self.env_id, "seed": self.seed, "preset": self.preset,
+                "env_arg": self.env_arg or self.env_id, "env_kwargs": _jsonable(self.env_kwargs),
+                "env_info": self.env_info, "seed": self.seed, "preset": self.preset,
                 "vector_mode": self.vector_mode, "keep_checkpoints": self.keep_checkpoints,
                 "hparams": config_lib.to_dict(self.config), "runtime": dataclasses.asdict(self.runtime)}
 
@@ -108,6 +115,8 @@ class RunRecord:
             name, _RUNTIME_TYPES[name], default=getattr(RuntimeOptions(), name)) for name in runtime_raw})
         return cls(agent=agent, env_id=field.get("env_id", str), seed=field.get("seed", int), config=config,
                    runtime=runtime, env_arg=field.get("env_arg", str, default=None),
+                   env_kwargs=field.get("env_kwargs", dict, default={}),
+                   env_info=field.get("env_info", dict, default=None),
                    preset=field.get("preset", str, default=None),
                    vector_mode=field.get("vector_mode", str, default="sync"),
                    keep_checkpoints=field.get("keep_checkpoints", int, default=None),
@@ -145,17 +154,53 @@ class _JsonFields:
         return value
 
 
+def _jsonable(value: Any) -> Any:
+    """value as JSON would give it back (objects JSON cannot hold become their repr)."""
+    return json.loads(json.dumps(value, default=repr))
+
+
 def write_config(run_dir: pathlib.Path, record: RunRecord) -> None:
     """Writes <run_dir>/config.json (atomically: a run dir never holds half a config)."""
-    path = pathlib.Path(run_dir) / CONFIG_FILE
-    tmp = path.with_name(f".{CONFIG_FILE}.tmp-{os.getpid()}")
+    _write_json(pathlib.Path(run_dir) / CONFIG_FILE, record.to_json())
+
+
+def write_result(run_dir: pathlib.Path, result: Mapping[str, Any]) -> None:
+    """Writes <run_dir>/result.json: the run is complete (final evaluation and export done)."""
+    _write_json(pathlib.Path(run_dir) / RESULT_FILE, _jsonable(dict(result)))
+
+
+def read_result(run_dir: pathlib.Path | None) -> dict | None:
+    """The run's result.json, or None if the run is not complete (or the file is unreadable: a warning)."""
+    if run_dir is None:
+        return None
+    path = pathlib.Path(run_dir) / RESULT_FILE
+    if not path.exists():
+        return None
     try:
-        tmp.write_text(json.dumps(record.to_json(), indent=2) + "\n")
+        result = json.loads(path.read_text())
+        if isinstance(result, dict) and result.get("kind") == "final_eval":
+            return result
+    except (OSError, ValueError):
+        pass
+    logging.warning("%s is unreadable: the run is treated as not complete", path)
+    return None
+
+
+def _write_json(path: pathlib.Path, value: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps(value, indent=2) + "\n")
         os.replace(tmp, path)
     except OSError as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise UsageError(f"--run_dir: cannot write {path}: {e.strerror}") from None
+
+
+def check_model_name(model_name: str) -> None:
+    """UsageError unless model_name is one plain directory name (TF Serving's <base_path>/<model_name>)."""
+    if not model_name or model_name in (".", "..") or "/" in model_name or os.sep in model_name:
+        raise UsageError(f"--model_name must be a plain directory name, got {model_name!r}")
 
 
 def lock_for_training(run_dir: pathlib.Path):
@@ -208,13 +253,23 @@ def read_config(run_dir: pathlib.Path) -> RunRecord:
     return RunRecord.from_json(raw, str(path))
 
 
-def env_info(env_id: str) -> envs.EnvInfo:
-    """Observation shape and action count of `env_id`, from one throwaway env."""
-    env = envs.make_vector_env(env_id, 1, seed=0)
+def probe_env_info(env: envs.EnvSpec | str) -> envs.EnvInfo:
+    """Observation shape and action count of `env`, from one throwaway env."""
+    spec = envs.as_spec(env)
+    vector_env = envs.make_vector_env(spec, 1, seed=0)
     try:
-        return envs.env_info(env, env_id)
+        return envs.env_info(vector_env, spec.name)
     finally:
-        env.close()
+        vector_env.close()
+
+
+def run_env_info(record: RunRecord) -> envs.EnvInfo:
+    """What the run's networks were built for: from config.json, or (runs written before it held that) from
+    one env made by its id."""
+    if record.env_info is not None:
+        info = record.env_info
+        return envs.EnvInfo(record.env_id, tuple(info["obs_shape"]), int(info["num_actions"]))
+    return probe_env_info(envs.as_spec(record.env_id, record.env_kwargs))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,7 +288,7 @@ def load_policy(run_dir: pathlib.Path, checkpoint: int | None = None, best: bool
     if not run_dir.is_dir():
         raise UsageError(f"run directory {run_dir} does not exist")
     run_config = read_config(run_dir)
-    info = env_info(run_config.env_id)
+    info = run_env_info(run_config)
     policy = agents.get(run_config.agent).policy_module.serving_policy(run_config.config, info)
     if best:
         if checkpoint is not None:
@@ -266,6 +321,7 @@ def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
     metadata = {
         "agent": loaded.run_config.agent,
         "env_id": loaded.run_config.env_id,
+        "env_kwargs": _jsonable(loaded.run_config.env_kwargs),
         "observation": {"shape": obs_shape, "dtype": "float32"},
         "action_space": {"type": "Discrete", "n": loaded.env.num_actions},
         "signature": {"name": export.SIGNATURE, "inputs": {export.INPUT_NAME: "float32 [None, *obs_shape]"},

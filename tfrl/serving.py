@@ -19,26 +19,44 @@ from tfrl.errors import UsageError
 Policy = Callable[[np.ndarray], np.ndarray]
 
 
+Outputs = Callable[[np.ndarray], dict]  # obs [N, *obs_shape] -> {"action": [N], ...} as NumPy
+
+
 @dataclasses.dataclass(frozen=True)
 class ServedPolicy:
     policy: Policy  # obs [N, *obs_shape] -> actions [N]
+    outputs: Outputs  # every output of the signature
+    obs_shape: tuple[int, ...]  # of one observation, as the signature takes it
     metadata: dict | None  # tfrl_metadata.json, None for a SavedModel made elsewhere
     saved_model: object  # the loaded object: a signature alone does not keep its variables alive
 
 
+def numpy_outputs(outputs: Callable[..., Mapping[str, tf.Tensor]], input_name: str | None = None) -> Outputs:
+    """obs -> outputs(obs) as NumPy; `input_name` for a signature, which takes keyword arguments."""
+
+    def numpy_fn(obs: np.ndarray) -> dict:
+        tensor = tf.constant(obs, tf.float32)
+        result = outputs(**{input_name: tensor}) if input_name else outputs(tensor)
+        return {name: value.numpy() for name, value in result.items()}
+
+    return numpy_fn
+
+
 def numpy_policy(outputs: Callable[..., Mapping[str, tf.Tensor]], input_name: str | None = None) -> Policy:
     """obs -> outputs(obs)["action"] as NumPy; `input_name` for a signature, which takes keyword arguments."""
+    numpy_fn = numpy_outputs(outputs, input_name)
+    return lambda obs: numpy_fn(obs)["action"]
 
-    def policy(obs: np.ndarray) -> np.ndarray:
-        tensor = tf.constant(obs, tf.float32)
-        return (outputs(**{input_name: tensor}) if input_name else outputs(tensor))["action"].numpy()
 
-    return policy
+def traced_outputs(outputs: Callable[[tf.Tensor], Mapping[str, tf.Tensor]], obs_shape: Sequence[int]) -> Outputs:
+    """numpy_outputs of a tfrl.export.ServingPolicy's outputs, traced once as a tf.function."""
+    return numpy_outputs(tf.function(outputs, input_signature=[tf.TensorSpec([None, *obs_shape], tf.float32)]))
 
 
 def traced_policy(outputs: Callable[[tf.Tensor], Mapping[str, tf.Tensor]], obs_shape: Sequence[int]) -> Policy:
     """numpy_policy of a tfrl.export.ServingPolicy's outputs, traced once as a tf.function."""
-    return numpy_policy(tf.function(outputs, input_signature=[tf.TensorSpec([None, *obs_shape], tf.float32)]))
+    traced = traced_outputs(outputs, obs_shape)
+    return lambda obs: traced(obs)["action"]
 
 
 def load(saved_model_dir: pathlib.Path) -> ServedPolicy:
@@ -56,5 +74,9 @@ def load(saved_model_dir: pathlib.Path) -> ServedPolicy:
     signature = loaded.signatures[export.SIGNATURE]
     if "action" not in signature.structured_outputs:
         raise UsageError(f"{path}: signature {export.SIGNATURE!r} has no 'action' output")
+    input_spec = signature.structured_input_signature[1].get(export.INPUT_NAME)
+    if input_spec is None:
+        raise UsageError(f"{path}: signature {export.SIGNATURE!r} has no {export.INPUT_NAME!r} input")
     return ServedPolicy(policy=numpy_policy(signature, input_name=export.INPUT_NAME),
-                        metadata=export.read_metadata(path), saved_model=loaded)
+                        outputs=numpy_outputs(signature, input_name=export.INPUT_NAME),
+                        obs_shape=tuple(input_spec.shape[1:]), metadata=export.read_metadata(path), saved_model=loaded)

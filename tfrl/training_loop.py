@@ -6,6 +6,8 @@
     each pass     a stop request (tfrl.shutdown) saves a checkpoint and returns; else agent.collect (one vector
                   step for DQN, one rollout for A2C/PPO), agent.train, then whatever fell due: a log record
                   (tfrl.metrics), a greedy evaluation (and the best policy, tfrl.best_policy), a checkpoint
+    callbacks     hear of every log record and evaluation (tfrl.callbacks); one that returns True ends training
+                  early, as if total_env_steps had been reached
     the end       a checkpoint, the final greedy evaluation, and the best policy's
     divergence    a NaN or Inf in training (tfrl.numerics) is re-raised naming the env step and the newest
                   checkpoint, which is left as it was
@@ -19,7 +21,9 @@ import contextlib
 import dataclasses
 import pathlib
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
+
+from absl import logging
 
 from tfrl import agents, best_policy, checkpoints, envs, evaluation, numerics, shutdown
 from tfrl.deadlines import next_deadline
@@ -35,6 +39,7 @@ class LoopOptions:
     progress_bar: bool | None = None  # None: when stdout is a terminal
     stop_requested: Callable[[], bool] = shutdown.never  # polled once per pass; True saves and returns
     keep_checkpoints: int | None = checkpoints.KEEP_CHECKPOINTS  # the newest kept; None keeps all
+    callbacks: Sequence[Any] = ()  # tfrl.callbacks.Callback protocol
 
 
 @dataclasses.dataclass
@@ -57,7 +62,7 @@ class Deadlines:
         return cls(state["next_log_at"], state["next_eval_at"], state["next_checkpoint_at"])
 
 
-def train(agent_name: str, config, env_id: str, seed: int, runtime: Runtime, run_dir: pathlib.Path,
+def train(agent_name: str, config, env: envs.EnvSpec | str, seed: int, runtime: Runtime, run_dir: pathlib.Path,
           options: LoopOptions = LoopOptions()) -> dict:
     """Train for config.total_env_steps env steps (a whole number of the agent's passes); returns the final
     greedy evaluation record, with "best" holding the best policy's (keep_best_policy runs).
@@ -66,19 +71,21 @@ def train(agent_name: str, config, env_id: str, seed: int, runtime: Runtime, run
     {"kind": "stopped", "env_step", "checkpoint"} instead.
     """
     spec = agents.get(agent_name)
-    env = envs.make_vector_env(env_id, config.num_envs, seed=seed, vector_mode=options.vector_mode)
+    env_spec = envs.as_spec(env)
+    vector_env = envs.make_vector_env(env_spec, config.num_envs, seed=seed, vector_mode=options.vector_mode)
     try:
-        return _Run(spec, config, env, env_id, seed, runtime, run_dir, options).run()
+        return _Run(spec, config, vector_env, env_spec, seed, runtime, run_dir, options).run()
     finally:
-        env.close()
+        vector_env.close()
 
 
 class _Run:
-    def __init__(self, spec: agents.AgentSpec, config, env, env_id: str, seed: int, runtime: Runtime,
+    def __init__(self, spec: agents.AgentSpec, config, env, env_spec: envs.EnvSpec, seed: int, runtime: Runtime,
                  run_dir: pathlib.Path, options: LoopOptions):
-        self.spec, self.config, self.env_id, self.seed, self.run_dir = spec, config, env_id, seed, run_dir
+        self.spec, self.config, self.env_spec, self.seed, self.run_dir = spec, config, env_spec, seed, run_dir
         self.options = options
-        self.info = envs.env_info(env, env_id)
+        self.stopped_by = None  # the callback that ended training early
+        self.info = envs.env_info(env, env_spec.name)
         self.agent = spec.build(config, self.info, runtime, seed)
         self.checkpointer = checkpoints.Checkpointer(run_dir, self.agent.learner.checkpoint_items(),
                                                      keep=options.keep_checkpoints)
@@ -103,7 +110,7 @@ class _Run:
 
     def run(self) -> dict:
         try:
-            while self.env.env_step < self.config.total_env_steps:
+            while self.env.env_step < self.config.total_env_steps and self.stopped_by is None:
                 if self.options.stop_requested():
                     return {"kind": "stopped", "env_step": self.env.env_step, "checkpoint": self._save()}
                 self.agent.collect(self.env)
@@ -134,17 +141,26 @@ class _Run:
     def _log_train(self, env_step: int) -> None:
         now = time.perf_counter()
         since_time, since_step = self._rate_since
-        self.logger.log("train", env_step, {**self.agent.log_values(),
-                                            "env_steps_per_s": (env_step - since_step) / (now - since_time),
-                                            **self.agent.counters()})
+        record = self.logger.log("train", env_step, {**self.agent.log_values(),
+                                                     "env_steps_per_s": (env_step - since_step) / (now - since_time),
+                                                     **self.agent.counters()})
         self._rate_since = (now, env_step)
+        self._tell_callbacks("on_log", record)
 
     def _evaluate(self, env_step: int) -> None:
-        returns = evaluation.evaluate(self.agent.greedy, self.env_id, self.config.eval_episodes,
+        returns = evaluation.evaluate(self.agent.greedy, self.env_spec, self.config.eval_episodes,
                                       seed=self.seed + evaluation.PERIODIC_SEED_OFFSET)
-        self.logger.log("eval", env_step, {"return_mean": float(returns.mean()), "return_std": float(returns.std())})
+        record = self.logger.log("eval", env_step, {"return_mean": float(returns.mean()),
+                                                    "return_std": float(returns.std())})
         if self.best is not None:
             self.best.offer(env_step, float(returns.mean()))
+        self._tell_callbacks("on_eval", record)
+
+    def _tell_callbacks(self, method: str, record: dict) -> None:
+        for callback in self.options.callbacks:
+            if getattr(callback, method)(dict(record)) and self.stopped_by is None:
+                self.stopped_by = repr(callback)
+                logging.info("%s ends training at env step %d", self.stopped_by, record["env_step"])
 
     def _save(self) -> int:
         """A checkpoint of everything needed to continue from the current env step."""
@@ -153,15 +169,16 @@ class _Run:
 
     def _final_evaluation(self) -> dict[str, Any]:
         env_step, config = self.env.env_step, self.config
-        returns = evaluation.evaluate(self.agent.greedy, self.env_id, config.final_eval_episodes,
+        returns = evaluation.evaluate(self.agent.greedy, self.env_spec, config.final_eval_episodes,
                                       seed=self.seed + evaluation.FINAL_SEED_OFFSET)
+        early = {} if self.stopped_by is None else {"stopped_early_by": self.stopped_by}
         final = self.logger.log("final_eval", env_step, {
             "return_mean": float(returns.mean()), "return_std": float(returns.std()), "episodes": len(returns),
-            **self.agent.counters()})
+            **self.agent.counters(), **early})
         if self.best is not None:
             fresh_policy = self.spec.policy_module.serving_policy(config, self.info)
             final["best"] = best_policy.log_final_evaluation(
-                self.run_dir, fresh_policy, self.info.obs_shape, self.env_id, config.final_eval_episodes,
+                self.run_dir, fresh_policy, self.info.obs_shape, self.env_spec, config.final_eval_episodes,
                 self.seed + evaluation.FINAL_SEED_OFFSET, self.logger, env_step)
         return final
 

@@ -106,4 +106,4 @@ def main(argv):
 
 def run() -> None:
     """The tfrl-serve console script and scripts/serve.py."""
-    cli.run(main)
+    cli.run(main, help_text=lambda: cli.flags_help(__doc__, [("Flags", sys.modules[__name__])]))

@@ -1,0 +1,59 @@
+"""A tiny gymnasium env for the bring-your-own-env tests, registered as Corridor-v0 when imported
+(--env=custom_envs:Corridor-v0, with tests/ on the Python path).
+
+Corridor: positions 0..length-1, start at 0, goal at length-1. Actions: 0 = left (a wall at 0), 1 = right.
+Reward -0.05 per step, +1 on the step that reaches the goal (which ends the episode); episodes are cut after
+max_steps. Observation: the position, one-hot (Box). The optimal return is 1 - 0.05 * (length - 2): with the
+default length 6, 0.8 in 5 steps. Uniformly random actions reach the goal in under 20 steps about a quarter of
+the time, so their mean return is far below that.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+LENGTH = 6
+OPTIMAL_RETURN = 1 - 0.05 * (LENGTH - 2)  # 0.8
+
+
+class Corridor(gym.Env):
+    def __init__(self, length: int = LENGTH, max_steps: int = 20):
+        self.length, self.max_steps = length, max_steps
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (length,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self._position = self._steps = 0
+
+    def _obs(self) -> np.ndarray:
+        obs = np.zeros(self.length, np.float32)
+        obs[self._position] = 1.0
+        return obs
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._position = self._steps = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self._position = max(0, self._position + (1 if int(action) == 1 else -1))
+        self._steps += 1
+        terminated = self._position == self.length - 1
+        reward = 1.0 if terminated else -0.05
+        return self._obs(), reward, terminated, self._steps >= self.max_steps and not terminated, {}
+
+
+gym.register(id="Corridor-v0", entry_point=Corridor)
+
+
+class DictCorridor(Corridor):
+    """The corridor with a Dict observation, which tfrl refuses (it names FlattenObservation)."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_space = gym.spaces.Dict({"position": self.observation_space})
+
+    def _obs(self):
+        return {"position": super()._obs()}
+
+
+gym.register(id="DictCorridor-v0", entry_point=DictCorridor)
