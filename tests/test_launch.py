@@ -1,0 +1,75 @@
+"""tfrl.launch.prepare and the launchers' answers before TensorFlow loads: --help, --hp=help and bad input must
+not import it (it takes seconds), so a stand-in `tensorflow` package that refuses to import proves they don't."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+from absl import logging as absl_logging
+
+from tfrl import launch
+from tfrl.errors import UsageError
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def no_tensorflow(tmp_path_factory):
+    """A PYTHONPATH entry whose `tensorflow` raises ImportError on import (find_spec still finds it)."""
+    root = tmp_path_factory.mktemp("no_tf")
+    (root / "tensorflow").mkdir()
+    (root / "tensorflow" / "__init__.py").write_text("raise ImportError('TensorFlow was imported')\n")
+    return root
+
+
+def _run(script, args, no_tensorflow):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(no_tensorflow), str(REPO_ROOT / "tests")]))
+    env.pop("KERAS_BACKEND", None)
+    return subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / script), *args], capture_output=True,
+                          text=True, cwd=REPO_ROOT, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("script, args, returncode, expected", [
+    ("train.py", ["--help"], 0, "Hardware flags (tfrl.runtime):"),
+    ("train.py", ["--agent=dqn", "--env=LunarLander-v2", "--hp=help"], 0, "DQNConfig hyperparameters (preset dqn-lunarlander)"),
+    ("train.py", ["--agent=dqn", "--env=CartPole-v1", "--lerning_rate=1"], 2, "did you mean --hp=learning_rate=...?"),
+    ("train.py", ["--agent=dqn", "--env=CartPole-v9"], 2, "unknown environment id 'CartPole-v9'"),
+    ("train.py", ["--agent=dqn", "--env=Pendulum-v1"], 2, "tfrl agents need Discrete actions"),
+    ("train.py", ["--agent=dqn", "--env=CartPole-v1", "--preset=nope"], 2, "no preset named 'nope'"),
+    ("train.py", ["--agent=dqn", "--env=CartPole-v1", "--hp=batch_size=x"], 2, "is not a valid int"),
+    ("train.py", ["--agent=dqn", "--env=CartPole-v1", "--mixed_precision=fp8"], 2, "--mixed_precision: unknown policy"),
+    ("serve.py", ["--help"], 0, "--rest_api_port"),
+    ("serve.py", ["--model_name=m"], 2, "--model_name and --model_base_path are required"),
+])
+def test_answers_before_tensorflow_loads(no_tensorflow, script, args, returncode, expected):
+    completed = _run(script, args, no_tensorflow)
+    assert completed.returncode == returncode, completed.stderr[-2000:]
+    assert expected in completed.stdout + completed.stderr
+    assert "TensorFlow was imported" not in completed.stderr
+
+
+def test_serve_help_lists_the_server_flags(no_tensorflow):
+    out = _run("serve.py", ["--help"], no_tensorflow).stdout
+    for flag in ("--model_name", "--model_base_path", "--rest_api_port", "--max_batch_size", "--version_labels"):
+        assert f"\n  {flag}:" in out, flag
+
+
+def test_a_preset_for_another_env_is_used_with_a_warning(monkeypatch):
+    warnings = []
+    monkeypatch.setattr(absl_logging, "warning", lambda message, *args: warnings.append(message % args))
+    prepared = launch.prepare(launch.TrainRequest(agent="dqn", env="CartPole-v1", preset="dqn-lunarlander"))
+    assert prepared.record.preset == "dqn-lunarlander" and prepared.config.total_env_steps == 400_000
+    assert warnings == ["preset dqn-lunarlander is for LunarLander-v2, LunarLander-v3, not CartPole-v1: its "
+                        "hyperparameters may not suit this env"]
+
+
+def test_prepare_writes_nothing_and_names_the_first_problem(tmp_path):
+    run_dir = tmp_path / "run"
+    with pytest.raises(UsageError, match="--keep_checkpoints must be >= 0"):
+        launch.prepare(launch.TrainRequest(agent="dqn", env="CartPole-v1", run_dir=run_dir, keep_checkpoints=-1))
+    prepared = launch.prepare(launch.TrainRequest(agent="ppo", env="CartPole-v1", run_dir=run_dir,
+                                                  hp={"total_env_steps": 1000}))
+    assert prepared.record.env_info == {"env_id": "CartPole-v1", "obs_shape": [4], "num_actions": 2}
+    assert not run_dir.exists()
