@@ -191,22 +191,32 @@ def test_all_checkpoints_damaged_is_an_error_not_a_fresh_start(tmp_path):
         Checkpointer(tmp_path, {"net": net, "step": step}).restore_latest()
 
 
-def test_a_save_killed_before_the_tf_commit_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+def test_a_save_interrupted_before_its_commit_leaves_the_previous_checkpoint_and_no_stray_files(tmp_path,
+                                                                                                 monkeypatch):
     net, step, _ = _two_checkpoints(tmp_path)
     directory = tmp_path / "checkpoints"
 
-    def killed(self, *args, **kwargs):  # the process "dies" after writing ckpt-3.npz and ckpt-3.json
+    def interrupted(self, *args, **kwargs):  # a second Ctrl-C arrives after ckpt-3.npz, inside TF's write
         raise KeyboardInterrupt
 
     checkpointer = Checkpointer(tmp_path, {"net": net, "step": step})
     with monkeypatch.context() as m:
-        m.setattr(tf.train.CheckpointManager, "save", killed)
+        m.setattr(tf.train.CheckpointManager, "save", interrupted)
         with pytest.raises(KeyboardInterrupt):
             checkpointer.save(300, {"at": 300}, {"a": np.arange(7)})
-    assert (directory / "ckpt-3.json").exists() and (directory / "ckpt-3.npz").exists()
-    assert Checkpointer(tmp_path, {"net": net, "step": step}).restore_latest().number == 2  # ckpt-3 is not listed
+    assert not list(directory.glob("ckpt-3*"))  # what the interrupted save wrote is gone
+    assert checkpoints.latest_checkpoint_number(tmp_path) == 2
+    assert Checkpointer(tmp_path, {"net": net, "step": step}).restore_latest().number == 2
 
-    # The next save never reuses an orphan's number, and sweeps the orphan away.
+
+def test_a_save_killed_before_its_commit_leaves_files_that_are_ignored_then_swept(tmp_path, monkeypatch):
+    net, step, _ = _two_checkpoints(tmp_path)
+    directory = tmp_path / "checkpoints"
+    # What SIGKILL after the TF files, before the JSON, leaves: ckpt-3's npz and TF files, no JSON.
+    for suffix in (".index", ".data-00000-of-00001", ".npz"):
+        (directory / f"ckpt-3{suffix}").write_bytes((directory / f"ckpt-2{suffix}").read_bytes())
+    assert Checkpointer(tmp_path, {"net": net, "step": step}).restore_latest().number == 2
+    # The next save never reuses the orphan's number (it cannot overwrite anything), and sweeps it away.
     assert Checkpointer(tmp_path, {"net": net, "step": step}).save(400, {"at": 400}) == 4
     assert not list(directory.glob("ckpt-3*"))
 

@@ -3,21 +3,24 @@
 A checkpoint number N in `<run_dir>/checkpoints/` is three things:
     ckpt-N.index, ckpt-N.data-*   tf.train.Checkpoint of the trackables (networks, optimizer with its
                                   slots and loss scale, step variables), written by tf.train.CheckpointManager
-    ckpt-N.json                   env step, the loop's JSON state (deadlines, RNG states, ...), array manifest
     ckpt-N.npz                    the arrays (e.g. the replay buffer), compressed, allow_pickle=False
+    ckpt-N.json                   env step, the loop's JSON state (deadlines, RNG states, ...), the array
+                                  manifest and the npz's SHA-256, and a SHA-256 over all of that
 
 Commit order, so that a process killed with SIGKILL at any moment leaves the
 previous checkpoint intact and loadable:
-    1. ckpt-N.npz, then ckpt-N.json: each written to a temp name, fsync'd, os.replace'd into place;
-    2. the TF files (TF writes them under ckpt-N_temp/ and merges them into place);
-    3. the `checkpoint` state file (atomically rewritten by TF): only now is N listed.
-So every checkpoint listed in the state file has its JSON and arrays. A crash
-before step 3 leaves unlisted files, which are ignored and swept by the next save.
-Only the newest `keep` checkpoints are kept (keep=None: all of them).
+    1. ckpt-N.npz: written to a temp name, fsync'd, os.replace'd into place;
+    2. the TF files (TF writes them under ckpt-N_temp/ and merges them into place; it also
+       rewrites its `checkpoint` state file);
+    3. ckpt-N.json, like the npz: the commit point.
+A checkpoint is committed once its JSON is on disk: the files are the truth, and TF's
+`checkpoint` state file is only an index (a deleted or garbled one loses nothing). A crash before step 3 leaves files without a JSON, which are ignored
+and swept at the next save, as are complete checkpoints beyond the newest `keep`
+(keep=None: all are kept). Only ckpt-N files are ever deleted.
 
-Restoring validates a checkpoint fully before assigning anything (every tensor
-of the TF files is read, which checks TF's CRCs; the npz's members are read,
-which checks zip CRCs); a corrupt or truncated one is reported with an absl
+Restoring validates a checkpoint fully before assigning anything (the JSON's checksum,
+the npz's SHA-256 and its members, which checks zip CRCs, every tensor of the TF files,
+which checks TF's CRCs); a corrupt, truncated or hand-edited one is reported with an absl
 warning naming the file, and the previous one is tried.
 
 Numbers are sequential (1, 2, ...); a new checkpoint always gets a number above
@@ -31,13 +34,14 @@ which it has not touched.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import pathlib
 import re
 import shutil
 import time
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -49,8 +53,9 @@ from tfrl.errors import RunError, UsageError
 KEEP_CHECKPOINTS = 3  # newest checkpoints kept; older ones are deleted after each save
 CHECKPOINT_DIR = "checkpoints"  # inside the run dir
 _PREFIX = "ckpt"
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2  # 2: JSON written last, with checksums; 1 (still read): JSON first, no checksums
 _NUMBER = re.compile(rf"{_PREFIX}-(\d+)(?:\.|_temp$)")
+_APPLY_ERRORS = (ValueError, KeyError, TypeError, IndexError)  # a loop state that does not fit the run
 
 
 class CheckpointError(UsageError):
@@ -109,8 +114,8 @@ class Checkpointer:
     # ---- listing -------------------------------------------------------------
 
     def numbers(self) -> list[int]:
-        """Numbers of the committed checkpoints (listed in the state file), newest first."""
-        return _listed_numbers(self.directory)
+        """Numbers of the committed checkpoints on disk (their JSON exists), newest first."""
+        return complete_numbers(self.directory)
 
     def _numbers_on_disk(self) -> set[int]:
         if not self.directory.exists():
@@ -138,39 +143,53 @@ class Checkpointer:
             self._manager = tf.train.CheckpointManager(self._checkpoint, str(self.directory), max_to_keep=self._keep,
                                                        checkpoint_name=_PREFIX)
         number = max(self._numbers_on_disk() | {0}) + 1
-        prefix, json_path, npz_path = self._paths(number)
-        arrays = {name: np.asarray(value) for name, value in (arrays or {}).items()}
-        manifest = {name: {"shape": list(a.shape), "dtype": a.dtype.str} for name, a in arrays.items()}
-        record = {"format": _FORMAT_VERSION, "checkpoint_number": number, "env_step": int(env_step),
-                  "saved_at": time.time(), "arrays": manifest, "loop_state": dict(loop_state)}
         try:
-            if arrays:
-                _atomic_write(npz_path, lambda f: (np.savez_compressed(f, **arrays),
-                                                   crash_test_hooks.pause_point("checkpoint.arrays_written")))
-            _atomic_write(json_path, lambda f: f.write(json.dumps(record).encode()))
-            # TF files, then the state file: the commit point. Callbacks run between the two.
-            options = tf.train.CheckpointOptions(experimental_write_callbacks=[
-                lambda save_path: crash_test_hooks.pause_point("checkpoint.tf_files_written")])
-            self._manager.save(checkpoint_number=number, options=options)
+            self._write(number, env_step, loop_state, arrays)
         except (OSError, tf.errors.OpError) as e:
-            self._sweep()  # checkpoint N is not listed: its files go
+            self._sweep()  # checkpoint N has no JSON: its files go
             newest = self.numbers()
             kept = f"checkpoint {newest[0]} is still the newest" if newest else "no checkpoint was written before"
             reason = e.strerror if isinstance(e, OSError) and e.strerror else getattr(e, "message", None) or str(e)
             reason = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", reason)  # TF's internal function name
             raise CheckpointWriteError(f"cannot write checkpoint {number} in {self.directory} ({reason}); "
                                        f"{kept}") from None
+        except BaseException:  # a second Ctrl-C (KeyboardInterrupt) inside the write: leave no stray files
+            self._sweep()
+            raise
         self._last = (int(env_step), number)
         self._sweep()
-        logging.info("checkpoint %d saved at env step %d: %s", number, env_step, prefix)
+        logging.info("checkpoint %d saved at env step %d: %s", number, env_step, self._paths(number)[0])
         return number
 
+    def _write(self, number: int, env_step: int, loop_state: Mapping[str, Any],
+               arrays: Mapping[str, np.ndarray] | None) -> None:
+        prefix, json_path, npz_path = self._paths(number)
+        arrays = {name: np.asarray(value) for name, value in (arrays or {}).items()}
+        manifest = {name: {"shape": list(a.shape), "dtype": a.dtype.str} for name, a in arrays.items()}
+        arrays_sha256 = None
+        if arrays:
+            _atomic_write(npz_path, lambda f: (np.savez_compressed(f, **arrays),
+                                               crash_test_hooks.pause_point("checkpoint.arrays_written")))
+            arrays_sha256 = _file_sha256(npz_path)
+        # The TF files, with a callback between them and the commit (the JSON).
+        options = tf.train.CheckpointOptions(experimental_write_callbacks=[
+            lambda save_path: crash_test_hooks.pause_point("checkpoint.tf_files_written")])
+        self._manager.save(checkpoint_number=number, options=options)
+        record = {"format": _FORMAT_VERSION, "checkpoint_number": number, "env_step": int(env_step),
+                  "saved_at": time.time(), "arrays": manifest, "arrays_sha256": arrays_sha256,
+                  "loop_state": dict(loop_state)}
+        record["checksum"] = _record_checksum(record)
+        _atomic_write(json_path, lambda f: f.write(json.dumps(record).encode()))
+
     def _sweep(self) -> None:
-        """Deletes every file or temp dir of a checkpoint number that the state file no longer lists."""
-        listed = set(self.numbers())
+        """Deletes the files of uncommitted checkpoints, and of committed ones beyond the newest `keep`."""
+        if not self.directory.exists():
+            return
+        complete = self.numbers()
+        kept = set(complete if self._keep is None else complete[:self._keep])
         for path in self.directory.iterdir():
             match = _NUMBER.match(path.name)
-            if match is None or int(match.group(1)) in listed:
+            if match is None or int(match.group(1)) in kept:
                 continue
             with contextlib.suppress(OSError):
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
@@ -178,28 +197,38 @@ class Checkpointer:
     # ---- restoring -----------------------------------------------------------
 
     def newest_loop_state(self) -> tuple[int, dict] | None:
-        """(env step, loop state) of the newest listed checkpoint whose JSON reads, without restoring anything."""
+        """(env step, loop state) of the newest complete checkpoint whose JSON reads, without restoring anything."""
         for number in self.numbers():
             try:
-                record = json.loads(self._paths(number)[1].read_text())
+                record = _read_record(self._paths(number)[1], number)
                 return int(record["env_step"]), dict(record["loop_state"])
-            except (OSError, ValueError, KeyError, TypeError) as e:
-                logging.warning("checkpoint %d in %s: cannot read its loop state (%s)", number, self.directory, e)
+            except _Unusable as e:
+                logging.warning("checkpoint %d in %s: %s", number, self.directory, e)
         return None
 
-    def restore_latest(self, load_arrays: bool = True) -> Restored | None:
+    def restore_latest(self, load_arrays: bool = True, apply: Callable[[Restored], None] | None = None
+                       ) -> Restored | None:
         """Restores the newest loadable checkpoint; None if there is none at all.
 
-        A corrupt or truncated checkpoint is skipped with a warning naming the file.
-        Raises CheckpointError if checkpoints are listed but none of them loads: a
-        run must not silently start over.
+        apply(restored): the caller's use of the loop state and arrays, run after the TF variables are assigned;
+        a ValueError, KeyError, TypeError or IndexError there (a state that does not fit this run) makes the
+        checkpoint unusable like a corrupt file. A corrupt, truncated or edited checkpoint is skipped with a
+        warning naming the file. Raises CheckpointError if checkpoints exist but none of them loads: a run
+        must not silently start over.
         """
         numbers = self.numbers()
         if not numbers:
             return None
         for i, number in enumerate(numbers):
             try:
-                return self._restore(number, load_arrays)
+                restored = self._restore(number, load_arrays)
+                if apply is not None:
+                    try:
+                        apply(restored)
+                    except _APPLY_ERRORS as e:
+                        raise _Unusable(self._paths(number)[1],
+                                        f"its state does not fit this run ({type(e).__name__}: {e})") from None
+                return restored
             except _Unusable as e:
                 fallback = f"using checkpoint {numbers[i + 1]} instead" if i + 1 < len(numbers) else "no older checkpoint"
                 logging.warning("checkpoint %d is unusable: %s; %s", number, e, fallback)
@@ -207,7 +236,7 @@ class Checkpointer:
                               "(see the warnings above)")
 
     def restore(self, number: int, load_arrays: bool = True) -> Restored:
-        """Restores checkpoint `number`; CheckpointError if it is not listed or cannot be loaded."""
+        """Restores checkpoint `number`; CheckpointError if it does not exist or cannot be loaded."""
         numbers = self.numbers()
         if number not in numbers:
             available = ", ".join(map(str, sorted(numbers))) or "none"
@@ -220,14 +249,14 @@ class Checkpointer:
     def _restore(self, number: int, load_arrays: bool) -> Restored:
         prefix, json_path, npz_path = self._paths(number)
         # 1. Validate everything before assigning any variable.
-        try:
-            record = json.loads(json_path.read_text())
-            env_step, loop_state, manifest = int(record["env_step"]), record["loop_state"], record["arrays"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise _Unusable(json_path, f"cannot read the loop state ({type(e).__name__}: {e})") from None
-        if record.get("checkpoint_number") != number:
-            raise _Unusable(json_path, f"belongs to checkpoint {record.get('checkpoint_number')}, not {number}")
-        arrays = _read_arrays(npz_path, manifest) if (manifest and load_arrays) else {}
+        record = _read_record(json_path, number)
+        env_step, loop_state, manifest = int(record["env_step"]), record["loop_state"], record["arrays"]
+        arrays = {}
+        if manifest and load_arrays:
+            expected = record.get("arrays_sha256")
+            if expected is not None and _file_sha256(npz_path) != expected:
+                raise _Unusable(npz_path, "its SHA-256 differs from the one its JSON records (changed or damaged)")
+            arrays = _read_arrays(npz_path, manifest)
         _validate_tf_files(prefix)
         # 2. Assign.
         try:
@@ -240,6 +269,38 @@ class Checkpointer:
         self._last = (env_step, number)
         logging.info("restored checkpoint %d (env step %d) from %s", number, env_step, prefix)
         return Restored(env_step=env_step, loop_state=loop_state, arrays=arrays, number=number)
+
+
+def _record_checksum(record: Mapping[str, Any]) -> str:
+    """SHA-256 of the record without its "checksum", in one canonical JSON text."""
+    body = {key: value for key, value in record.items() if key != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _read_record(json_path: pathlib.Path, number: int) -> dict:
+    """The checkpoint's JSON record, checked: _Unusable if it cannot be read, belongs to another checkpoint, or
+    was changed after it was written (format 2 checksums)."""
+    try:
+        record = json.loads(json_path.read_text())
+        int(record["env_step"]), record["loop_state"], record["arrays"]  # noqa: B018 - present and typed
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise _Unusable(json_path, f"cannot read the loop state ({type(e).__name__}: {e})") from None
+    if record.get("checkpoint_number") != number:
+        raise _Unusable(json_path, f"belongs to checkpoint {record.get('checkpoint_number')}, not {number}")
+    if record.get("format", 1) >= 2 and record.get("checksum") != _record_checksum(record):
+        raise _Unusable(json_path, "its checksum does not match its content (edited or damaged)")
+    return record
+
+
+def _file_sha256(path: pathlib.Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as e:
+        raise _Unusable(path, f"cannot read it ({e.strerror or e})") from None
+    return digest.hexdigest()
 
 
 def _read_arrays(npz_path: pathlib.Path, manifest: Mapping[str, Mapping]) -> dict[str, np.ndarray]:
@@ -297,30 +358,18 @@ def _fsync_dir(directory: pathlib.Path) -> None:
             os.close(fd)
 
 
-def _listed_numbers(directory: pathlib.Path) -> list[int]:
-    """Checkpoint numbers listed in directory's state file, newest first. Reads a file: no TF op runs."""
-    state_file = directory / "checkpoint"
-    if not state_file.exists():
+def complete_numbers(directory: pathlib.Path) -> list[int]:
+    """Numbers of the committed checkpoints in `directory` (their JSON, written last, exists), newest first.
+    Reads the directory only: no TF op runs. Whether a committed checkpoint is intact is checked at restore."""
+    directory = pathlib.Path(directory)
+    if not directory.is_dir():
         return []
-    try:
-        state = tf.train.get_checkpoint_state(str(directory))
-        paths = list(state.all_model_checkpoint_paths) if state is not None else []
-        if state is not None and state.model_checkpoint_path and state.model_checkpoint_path not in paths:
-            paths.append(state.model_checkpoint_path)
-    except Exception as e:  # noqa: BLE001 - TF raises several types for a garbled text proto
-        logging.warning("checkpoint state file %s is unreadable (%s); looking for checkpoint files instead",
-                        state_file, e)
-        paths = [str(p.with_suffix("")) for p in directory.glob(f"{_PREFIX}-*.index")]
-    numbers = set()
-    for path in paths:
-        match = re.fullmatch(rf"{_PREFIX}-(\d+)", pathlib.Path(path).name)  # basename: the dir may have moved
-        if match:
-            numbers.add(int(match.group(1)))
-    return sorted(numbers, reverse=True)
+    return sorted((int(m.group(1)) for p in directory.iterdir()
+                   if (m := re.fullmatch(rf"{_PREFIX}-(\d+)\.json", p.name))), reverse=True)
 
 
 def latest_checkpoint_number(run_dir: pathlib.Path) -> int | None:
     """Newest committed checkpoint number of a run dir, without loading anything (and before runtime.apply:
     no TF op runs); None if it has none."""
-    numbers = _listed_numbers(pathlib.Path(run_dir) / CHECKPOINT_DIR)
+    numbers = complete_numbers(pathlib.Path(run_dir) / CHECKPOINT_DIR)
     return numbers[0] if numbers else None

@@ -10,6 +10,7 @@ SessionLog.START event at step N + 1 does the same for TensorBoard's Python load
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -21,9 +22,36 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from tfrl.errors import RunError
+
 
 # The fields of a record that read the clock: the only ones that differ between two --deterministic runs.
 TIMING_FIELDS = ("wall_time_s", "env_steps_per_s")
+
+
+class MetricsWriteError(RunError):
+    """metrics.jsonl or TensorBoard could not be written (a full disk): training stops, exit code 1."""
+
+    def __init__(self, reason: str, run_dir: pathlib.Path, last_checkpoint: tuple[int, int] | None = None):
+        self.reason, self.run_dir = reason, run_dir
+        kept = ("no checkpoint had been written" if last_checkpoint is None
+                else f"checkpoint {last_checkpoint[1]} (env step {last_checkpoint[0]}) is the newest")
+        super().__init__(f"cannot write the run's metrics in {run_dir} ({reason}); training stopped: {kept}")
+
+    def at(self, last_checkpoint: tuple[int, int] | None) -> MetricsWriteError:
+        """The same error, naming the newest checkpoint."""
+        return MetricsWriteError(self.reason, self.run_dir, last_checkpoint)
+
+
+@contextlib.contextmanager
+def _write_errors(run_dir: pathlib.Path):
+    """A failed write inside (OSError; a TF OpError such as ResourceExhaustedError) becomes a MetricsWriteError."""
+    try:
+        yield
+    except (OSError, tf.errors.OpError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else \
+            (getattr(error, "message", None) or str(error)).strip().splitlines()[0]
+        raise MetricsWriteError(reason, run_dir) from None
 
 
 class MetricsLogger:
@@ -36,6 +64,7 @@ class MetricsLogger:
     def __init__(self, run_dir: pathlib.Path, total_env_steps: int, progress_bar: bool | None = None,
                  start_env_step: int = 0):
         """start_env_step: where training (re)starts; with an existing metrics.jsonl, marks a resume there."""
+        self._run_dir = run_dir
         jsonl_path = run_dir / "metrics.jsonl"
         resumed = jsonl_path.exists() and jsonl_path.stat().st_size > 0
         self._jsonl = open(jsonl_path, "a", buffering=1)
@@ -67,15 +96,16 @@ class MetricsLogger:
             record["episodes"] = len(returns)
             record["episode_return_mean"] = sum(returns) / len(returns)
             record["episode_length_mean"] = sum(n for _, _, n in self._episodes) / len(self._episodes)
-        self._jsonl.write(json.dumps(record) + "\n")
-        with self._writer.as_default():
-            for step, episode_return, length in self._episodes:
-                tf.summary.scalar("episode/return", episode_return, step=step)
-                tf.summary.scalar("episode/length", length, step=step)
-            for name, value in values.items():
-                if isinstance(value, (int, float)):
-                    tf.summary.scalar(f"{kind}/{name}", value, step=env_step)
-        self._writer.flush()
+        with _write_errors(self._run_dir):
+            self._jsonl.write(json.dumps(record) + "\n")
+            with self._writer.as_default():
+                for step, episode_return, length in self._episodes:
+                    tf.summary.scalar("episode/return", episode_return, step=step)
+                    tf.summary.scalar("episode/length", length, step=step)
+                for name, value in values.items():
+                    if isinstance(value, (int, float)):
+                        tf.summary.scalar(f"{kind}/{name}", value, step=env_step)
+            self._writer.flush()
         if kind == "train":
             self._episodes.clear()
         summary = " ".join(f"{k}={_fmt(v)}" for k, v in record.items() if k not in ("kind", "env_step"))
@@ -86,8 +116,13 @@ class MetricsLogger:
         return record
 
     def close(self) -> None:
-        self._jsonl.close()
-        self._writer.close()
+        """Closes both files; a write error here (a full disk) is logged, not raised: it would hide the error
+        that ended the run, and every record already went out through log()."""
+        for closing in (self._jsonl.close, self._writer.close):
+            try:
+                closing()
+            except (OSError, tf.errors.OpError) as e:
+                logging.warning("closing the run's metrics in %s: %s", self._run_dir, e)
 
 
 def read_metrics(path: pathlib.Path) -> list[dict]:

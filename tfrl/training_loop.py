@@ -27,7 +27,7 @@ from absl import logging
 
 from tfrl import agents, best_policy, checkpoints, envs, evaluation, numerics, shutdown
 from tfrl.deadlines import next_deadline
-from tfrl.metrics import MetricsLogger
+from tfrl.metrics import MetricsLogger, MetricsWriteError
 from tfrl.runtime import Runtime
 
 
@@ -101,11 +101,13 @@ class _Run:
         self._rate_since = (time.perf_counter(), self.env.env_step)  # (time, env step) of the last log record
 
     def _restore(self) -> checkpoints.Restored | None:
-        restored = self.checkpointer.restore_latest()
-        if restored is not None:
-            self.env.resume_at(self.seed, restored.env_step)
+        def apply(restored: checkpoints.Restored) -> None:  # a state that does not fit: the previous checkpoint
             self.deadlines = Deadlines.from_json(restored.loop_state)
             self.agent.restore(restored.loop_state, restored.arrays)
+
+        restored = self.checkpointer.restore_latest(apply=apply)
+        if restored is not None:
+            self.env.resume_at(self.seed, restored.env_step)
         return restored
 
     def run(self) -> dict:
@@ -121,6 +123,8 @@ class _Run:
         except numerics.NonFiniteError as error:
             # Nothing was saved after the bad step: the newest checkpoint stays the last good one.
             raise error.at(self.env.env_step, self.checkpointer.last) from None
+        except MetricsWriteError as error:  # a full disk outside a checkpoint
+            raise error.at(self.checkpointer.last) from None
         finally:
             self.logger.close()
 
