@@ -42,6 +42,11 @@ def _run(script, args, no_tensorflow):
     ("train.py", ["--agent=dqn", "--env=CartPole-v1", "--mixed_precision=fp8"], 2, "--mixed_precision: unknown policy"),
     ("serve.py", ["--help"], 0, "--rest_api_port"),
     ("serve.py", ["--model_name=m"], 2, "--model_name and --model_base_path are required"),
+    ("serve.py", ["--model_name=m", "--model_base_path=configs", "--graceful_shutdown_timeout_seconds=nan"], 2,
+     "--graceful_shutdown_timeout_seconds must be > 0, got nan"),
+    ("serve.py", ["--model_name=m", "--model_base_path=configs", "--version_labels=a=²"], 2,
+     "--version_labels: expected LABEL=VERSION"),
+    ("train.py", ["--agent=dqn", "--env=CartPole-v1", "--visible_gpus=²"], 2, "--visible_gpus"),
 ])
 def test_answers_before_tensorflow_loads(no_tensorflow, script, args, returncode, expected):
     completed = _run(script, args, no_tensorflow)

@@ -65,7 +65,7 @@ def version_numbers(model_dir: pathlib.Path) -> list[int]:
     """The integer version directories of <base_path>/<model_name>, ascending."""
     if not model_dir.is_dir():
         return []
-    return sorted(int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit())
+    return sorted(int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isascii() and p.name.isdigit())
 
 
 def export_saved_model(policy: ServingPolicy, obs_shape: Sequence[int], base_path: pathlib.Path, model_name: str,

@@ -133,7 +133,7 @@ def _parse_visible_gpus(visible_gpus: str | None) -> list[int] | None:
         return []
     indices = []
     for item in visible_gpus.split(","):
-        if not item.strip().isdigit():
+        if not (item.strip().isascii() and item.strip().isdigit()):
             raise RuntimeConfigError(
                 f"--visible_gpus: {item.strip()!r} in {visible_gpus!r} is not a GPU index; "
                 'expected comma-separated integers >= 0 such as "0,1", or "" for CPU only'

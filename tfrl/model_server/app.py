@@ -18,6 +18,7 @@ Each request is logged at debug level (`-v 1`): method, path, status, latency.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging as std_logging
 import re
@@ -110,10 +111,13 @@ class ModelServerApp:
                            "metadata": {"signature_def": served.model.signature_defs}}
             elif verb == ":predict":
                 body = await self._read_body(scope, receive)
-                payload = await self._predict(version, route["label"], body)
+                payload = None
+                response = await self._predict(version, route["label"], body)
             else:
                 raise errors.ServingError(errors.UNIMPLEMENTED, f"{verb[1:]} is not implemented: use :predict")
-            status, response = errors.OK, json.dumps(payload).encode()
+            status = errors.OK
+            if payload is not None:
+                response = json.dumps(payload).encode()
         except errors.ServingError as error:
             # After a 413 uvicorn reads and drops the rest of the body (never buffered) and keeps the connection:
             # closing it early would break clients that send the whole body before reading the answer.
@@ -137,8 +141,13 @@ class ModelServerApp:
                                           f"request body of {int(value)} bytes is over the limit of {limit} bytes "
                                           "(--max_request_bytes)")
         chunks, size = [], 0
+        deadline = asyncio.get_running_loop().time() + self._options.body_timeout_seconds
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), deadline - asyncio.get_running_loop().time())
+            except asyncio.TimeoutError:
+                raise errors.ServingError(errors.BODY_TIMEOUT, "the request body did not arrive within "
+                                          f"{self._options.body_timeout_seconds:g} s (--body_timeout_seconds)") from None
             if message["type"] == "http.disconnect":
                 raise _ClientGone()
             chunk = message.get("body", b"")
@@ -150,7 +159,7 @@ class ModelServerApp:
             if not message.get("more_body", False):
                 return b"".join(chunks)
 
-    async def _predict(self, version: int | None, label: str | None, body: bytes) -> dict:
+    async def _predict(self, version: int | None, label: str | None, body: bytes) -> bytes:
         served = self.manager.resolve(version, label)  # this request stays on this version, even across a swap
         served.in_flight += 1
         self.metrics.predict_started(self.manager.name, +1)
@@ -162,17 +171,31 @@ class ModelServerApp:
             signature_name = signature_name or DEFAULT_SIGNATURE  # "" means the default, as in TF Serving
             signature = served.signature(signature_name)
             parsed = signature.parse_request(request, allow_non_finite=self._options.allow_non_finite_inputs,
-                                             may_hold_booleans=b"true" in body or b"false" in body)
+                                             may_hold_booleans=b"true" in body or b"false" in body,
+                                             max_rows=self._options.max_rows_per_request)
             try:
                 outputs = await served.predict(signature, parsed)
             except Exception as error:  # the model rejected inputs that passed the signature's checks
                 code = errors.tf_error_code_name(error)
                 raise errors.ServingError(errors.INVALID_ARGUMENT if code == "INVALID_ARGUMENT" else errors.INTERNAL,
                                           f"model call failed: {' '.join(str(error).split())[:500]}") from error
-            return signature.response(outputs, parsed.row_format)
+            return await _joined(signature.response_json(outputs, parsed.row_format, _ANSWER_CHUNK_ROWS))
         finally:
             served.in_flight -= 1
             self.metrics.predict_started(self.manager.name, -1)
+
+
+# Rows of an answer serialized between two returns to the event loop: a large answer does not hold it.
+_ANSWER_CHUNK_ROWS = 256
+
+
+async def _joined(pieces) -> bytes:
+    """The JSON text pieces of an answer, joined, yielding to the event loop between pieces."""
+    parts = []
+    for piece in pieces:
+        parts.append(piece)
+        await asyncio.sleep(0)
+    return "".join(parts).encode()
 
 
 def _parse_json(body: bytes) -> dict:
@@ -188,7 +211,7 @@ def _parse_json(body: bytes) -> dict:
 
 
 def _version_number(text: str) -> int:
-    if not text.isdigit() or int(text) > _INT64_MAX:
+    if not (text.isascii() and text.isdigit()) or int(text) > _INT64_MAX:
         raise errors.invalid_argument(f"Malformed request: failed to convert version {text!r} to an int64")
     return int(text)
 

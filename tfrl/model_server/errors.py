@@ -25,6 +25,8 @@ BODY_TOO_LARGE = Code("RESOURCE_EXHAUSTED", 413)
 UNIMPLEMENTED = Code("UNIMPLEMENTED", 501)
 UNAVAILABLE = Code("UNAVAILABLE", 503)
 INTERNAL = Code("INTERNAL", 500)
+# HTTP's own answer to a body slower than --body_timeout_seconds.
+BODY_TIMEOUT = Code("DEADLINE_EXCEEDED", 408)
 
 
 class ServingError(Exception):

@@ -13,6 +13,7 @@ set of flags exists. See tfrl/model_server/__init__.py for the design.
 
 from __future__ import annotations
 
+import math
 import pathlib
 import signal
 import sys
@@ -37,9 +38,16 @@ flags.DEFINE_float("file_system_poll_wait_seconds", 1.0, "Seconds between scans 
 flags.DEFINE_integer("max_num_load_retries", 5, "Later scans at which a version that failed to load is tried again.")
 flags.DEFINE_string("version_labels", "", "Version labels for /labels/<label> URLs, e.g. stable=1,canary=2; "
                     "labelled versions stay loaded beside the latest.")
-flags.DEFINE_integer("max_request_bytes", 8 << 20, "Largest request body in bytes (413 above it).")
+flags.DEFINE_integer("max_request_bytes", 2 << 20, "Largest request body in bytes (413 above it); parsing a body "
+                     "holds the server's event loop, so this bounds how long one request delays the others.")
 flags.DEFINE_bool("allow_non_finite_inputs", False, "Accept NaN/Infinity in float inputs (TF Serving does); "
                   "off: a 400.")
+flags.DEFINE_integer("max_rows_per_request", 10_000, "Rows one request may carry (400 above it): one request's "
+                     "parsing holds the event loop, so this bounds how long it delays the others.")
+flags.DEFINE_integer("max_connections", 512, "Open client connections at most; more are closed at once (logged), "
+                     "so slow clients cannot use up the file descriptors.")
+flags.DEFINE_float("header_timeout_seconds", 10.0, "Time a client has to send a request's headers.")
+flags.DEFINE_float("body_timeout_seconds", 30.0, "Time a client has to send a request's body (408 after it).")
 flags.DEFINE_float("graceful_shutdown_timeout_seconds", 30.0, "On SIGTERM, how long in-flight requests may take "
                    "to finish.")
 
@@ -58,7 +66,7 @@ def server_options():
         raise UsageError(f"--model_base_path: directory {base_path} does not exist")
     if not 0 <= FLAGS.rest_api_port <= 65535:
         raise UsageError(f"--rest_api_port must be in [0, 65535], got {FLAGS.rest_api_port}")
-    if FLAGS.graceful_shutdown_timeout_seconds <= 0:
+    if not FLAGS.graceful_shutdown_timeout_seconds > 0 or not math.isfinite(FLAGS.graceful_shutdown_timeout_seconds):
         raise UsageError(f"--graceful_shutdown_timeout_seconds must be > 0, got "
                          f"{FLAGS.graceful_shutdown_timeout_seconds}")
     options = ServerOptions(
@@ -68,7 +76,9 @@ def server_options():
                                  num_batch_threads=FLAGS.num_batch_threads),
         file_system_poll_wait_seconds=FLAGS.file_system_poll_wait_seconds,
         max_num_load_retries=FLAGS.max_num_load_retries, version_labels=parse_version_labels(FLAGS.version_labels),
-        max_request_bytes=FLAGS.max_request_bytes, allow_non_finite_inputs=FLAGS.allow_non_finite_inputs)
+        max_request_bytes=FLAGS.max_request_bytes, allow_non_finite_inputs=FLAGS.allow_non_finite_inputs,
+        max_rows_per_request=FLAGS.max_rows_per_request, max_connections=FLAGS.max_connections,
+        header_timeout_seconds=FLAGS.header_timeout_seconds, body_timeout_seconds=FLAGS.body_timeout_seconds)
     options.check()
     return options
 

@@ -6,11 +6,12 @@ Served at GET /monitoring/prometheus/metrics, as TF Serving does with
     :tensorflow:serving:request_count{model_name, API, status}       counter; status is OK or the error code
     :tensorflow:serving:request_latency{model_name, API, entrypoint}  histogram, in microseconds
 
-and three of tfrl's own show what dynamic batching did and what is running:
+and four of tfrl's own show what dynamic batching did, what is running, and which clients were cut off:
 
     :tfrl:serving:model_calls{model_name, signature}                   counter of model calls
     :tfrl:serving:batch_size{model_name, signature}                    histogram of rows per model call
     :tfrl:serving:predicts_in_flight{model_name}                       gauge: predict requests being answered
+    :tfrl:serving:connections_closed{reason}                           counter: max_connections, header_timeout
 
 Everything is updated from the serving event loop only, so no locks. Written by
 hand: five metrics do not need prometheus_client.
@@ -30,6 +31,7 @@ REQUEST_LATENCY = ":tensorflow:serving:request_latency"
 MODEL_CALLS = ":tfrl:serving:model_calls"
 BATCH_SIZE = ":tfrl:serving:batch_size"
 PREDICTS_IN_FLIGHT = ":tfrl:serving:predicts_in_flight"
+CONNECTIONS_CLOSED = ":tfrl:serving:connections_closed"
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -55,6 +57,8 @@ class ServerMetrics:
             MODEL_CALLS: ("counter", "Model calls (one per batch when batching)."),
             BATCH_SIZE: ("histogram", "Rows per model call."),
             PREDICTS_IN_FLIGHT: ("gauge", "Predict requests routed to a version and not answered yet."),
+            CONNECTIONS_CLOSED: ("counter", "Client connections the server closed: over --max_connections, or "
+                                            "headers slower than --header_timeout_seconds."),
         }
         self._buckets = {REQUEST_LATENCY: LATENCY_BUCKETS_US, BATCH_SIZE: BATCH_SIZE_BUCKETS}
         self._request_labels: dict[tuple[str, str, str], tuple[Labels, Labels]] = {}
@@ -78,6 +82,9 @@ class ServerMetrics:
         gauge = self._counters[PREDICTS_IN_FLIGHT]
         labels = (("model_name", model_name),)
         gauge[labels] = gauge.get(labels, 0) + delta
+
+    def connection_refused(self, reason: str) -> None:
+        self._increment(CONNECTIONS_CLOSED, (("reason", reason),))
 
     def _increment(self, name: str, labels: Labels) -> None:
         counters = self._counters[name]

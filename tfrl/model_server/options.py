@@ -47,22 +47,40 @@ class ServerOptions:
     """A version that fails to load is tried again at this many later scans, then left in state END."""
     version_labels: Mapping[str, int] = dataclasses.field(default_factory=dict)
     """Label -> version, e.g. {"stable": 1, "canary": 2}; labelled versions stay loaded beside the latest."""
-    max_request_bytes: int = 8 << 20
-    """Largest request body, in bytes; a longer one gets 413 before it is read."""
+    max_request_bytes: int = 2 << 20
+    """Largest request body, in bytes; a longer one gets 413 before it is read. Parsing a body holds the event
+    loop, so the limit also bounds how long one request delays the others (docs/reliability.md)."""
     allow_non_finite_inputs: bool = False
     """Accept NaN/Infinity in float inputs, as TF Serving does. Off by default: a NaN observation gives a
     meaningless action, so it is a 400."""
+    max_rows_per_request: int = 10_000
+    """Rows (instances, or the inputs' first dimension) one request may carry; more is a 400. Parsing and
+    answering a request holds the event loop: the cap bounds how long one request delays the others."""
+    max_connections: int = 512
+    """Open client connections at most; a connection beyond it is closed at once (with a warning in the log),
+    so that slow or idle clients cannot use up the process's file descriptors."""
+    header_timeout_seconds: float = 10.0
+    """Time a client has to send a request's headers, from the connection or the request's first byte."""
+    body_timeout_seconds: float = 30.0
+    """Time a client has to send a request's body once its headers are in; slower is a 408."""
 
     def check(self) -> None:
         if not self.model_name or "/" in self.model_name or ":" in self.model_name:
             raise UsageError(f"--model_name must be a non-empty name without '/' or ':', got {self.model_name!r}")
         self.batching.check()
-        if self.file_system_poll_wait_seconds < 0:
+        if not self.file_system_poll_wait_seconds >= 0 or self.file_system_poll_wait_seconds == float("inf"):
             raise UsageError(f"--file_system_poll_wait_seconds must be >= 0, got {self.file_system_poll_wait_seconds}")
         if self.max_num_load_retries < 0:
             raise UsageError(f"--max_num_load_retries must be >= 0, got {self.max_num_load_retries}")
         if self.max_request_bytes < 1:
             raise UsageError(f"--max_request_bytes must be >= 1, got {self.max_request_bytes}")
+        for name in ("max_rows_per_request", "max_connections"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"--{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("header_timeout_seconds", "body_timeout_seconds"):
+            value = getattr(self, name)
+            if not 0 < value < float("inf"):
+                raise UsageError(f"--{name} must be a positive number of seconds, got {value}")
 
 
 def parse_version_labels(text: str) -> dict[str, int]:
@@ -70,7 +88,7 @@ def parse_version_labels(text: str) -> dict[str, int]:
     labels: dict[str, int] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         label, sep, version = item.partition("=")
-        if not sep or not _LABEL.fullmatch(label) or not version.isdigit():
+        if not sep or not _LABEL.fullmatch(label) or not (version.isascii() and version.isdigit()):
             raise UsageError(f"--version_labels: expected LABEL=VERSION[,LABEL=VERSION...] with an integer "
                              f"version, got {item!r}")
         if label in labels:

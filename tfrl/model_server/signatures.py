@@ -25,8 +25,9 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import json
 import pathlib
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -94,12 +95,17 @@ class Signature:
 
     # -- requests ------------------------------------------------------------------------------------------------
     def parse_request(self, request: Mapping[str, Any], allow_non_finite: bool = False,
-                      may_hold_booleans: bool = True) -> Request:
+                      may_hold_booleans: bool = True, max_rows: int | None = None) -> Request:
         """Checks a parsed JSON request body; raises ServingError(INVALID_ARGUMENT) with a one-line reason.
 
         may_hold_booleans=False (the body has no `true`/`false`) skips the element-wise search for booleans
-        among numbers, which numpy would silently turn into 0 and 1.
+        among numbers, which numpy would silently turn into 0 and 1. max_rows: the most rows (instances, or the
+        inputs' first dimension) a request may carry.
         """
+        rows = _row_count(request)
+        if max_rows is not None and rows is not None and rows > max_rows:
+            raise invalid_argument(f"the request carries {rows} rows, more than --max_rows_per_request="
+                                   f"{max_rows}: split it into smaller requests")
         has_instances, has_inputs = "instances" in request, "inputs" in request
         if has_instances and has_inputs:
             raise invalid_argument("a request has either 'instances' (row format) or 'inputs' (columnar format), "
@@ -170,6 +176,21 @@ class Signature:
         self(inputs)
 
     # -- answers -------------------------------------------------------------------------------------------------
+    def response_json(self, outputs: Mapping[str, np.ndarray], row_format: bool, chunk_rows: int) -> Iterator[str]:
+        """response() as JSON text, in pieces of at most chunk_rows rows for row-format answers (their
+        serialization is the costly part of a large request)."""
+        if not row_format or any(array.ndim == 0 for array in outputs.values()):
+            yield json.dumps(self.response(outputs, row_format))
+            return
+        self.response({name: array[:0] for name, array in outputs.items()}, row_format)  # checks the row dims
+        rows = len(next(iter(outputs.values())))
+        yield '{"predictions": ['
+        for start in range(0, rows, chunk_rows):
+            chunk = {name: array[start:start + chunk_rows] for name, array in outputs.items()}
+            text = json.dumps(self.response(chunk, row_format)["predictions"])[1:-1]
+            yield text if start == 0 or not text else "," + text
+        yield "]}"
+
     def response(self, outputs: Mapping[str, np.ndarray], row_format: bool) -> dict:
         values = {name: _to_json(name, array) for name, array in outputs.items()}
         if row_format:
@@ -183,6 +204,16 @@ class Signature:
         if len(values) == 1:
             return {"outputs": next(iter(values.values()))}
         return {"outputs": values}
+
+
+def _row_count(request: Mapping[str, Any]) -> int | None:
+    """Rows a request carries: its instances, or the longest first dimension of its columnar inputs."""
+    if isinstance(request.get("instances"), list):
+        return len(request["instances"])
+    inputs = request.get("inputs")
+    values = inputs.values() if isinstance(inputs, dict) else [inputs]
+    lengths = [len(value) for value in values if isinstance(value, list)]
+    return max(lengths) if lengths else None
 
 
 def load_signatures(loaded) -> dict[str, Signature]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import os
 import pathlib
 from typing import Callable
 
@@ -36,12 +37,37 @@ from tfrl.model_server.options import ServerOptions
 from tfrl.model_server.signatures import Request, Signature, load_signatures, signature_defs_json
 
 
+_warned_names: set[str] = set()
+
+
 def version_numbers(base_path: pathlib.Path) -> list[int]:
-    """The integer version directories under base_path, ascending (other names are ignored, as TF Serving does)."""
+    """The integer version directories under base_path, ascending. Other names are ignored, as TF Serving does;
+    a name of digits that are not ASCII ("²", "١") is ignored with one warning."""
     try:
-        return sorted(int(p.name) for p in pathlib.Path(base_path).iterdir() if p.name.isdigit() and p.is_dir())
+        entries = [p for p in pathlib.Path(base_path).iterdir() if p.is_dir()]
     except OSError:
         return []
+    versions = []
+    for path in entries:
+        if path.name.isascii() and path.name.isdigit():
+            versions.append(int(path.name))
+        elif path.name.isdigit() and path.name not in _warned_names:
+            _warned_names.add(path.name)
+            logging.warning("ignoring %s: a version directory's name must be ASCII digits", path)
+    return sorted(versions)
+
+
+def files_fingerprint(path: pathlib.Path) -> tuple:
+    """(files, bytes, newest mtime) of everything under path: it changes while a version is being copied in."""
+    count, size, newest = 0, 0, 0.0
+    for root, _, names in os.walk(path):
+        for name in names:
+            try:
+                stat = os.stat(os.path.join(root, name))
+            except OSError:
+                continue
+            count, size, newest = count + 1, size + stat.st_size, max(newest, stat.st_mtime)
+    return count, size, newest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +132,7 @@ class VersionStatus:
     error_code: str = "OK"
     error_message: str = ""
     failed_loads: int = 0
+    files: tuple | None = None  # files_fingerprint of the version at its last failed load
 
     def to_json(self, version: int) -> dict:
         return {"version": str(version), "state": self.state,
@@ -169,8 +196,17 @@ class VersionManager:
                 logging.info("model %s: version %d unloaded", self.name, served.version)
 
     def _gave_up(self, version: int) -> bool:
+        """True once a version failed max_num_load_retries + 1 times, until its files change (a version copied
+        in non-atomically fails while it is incomplete; once it is complete it is tried again)."""
         status = self._statuses.get(version)
-        return status is not None and status.failed_loads > self.options.max_num_load_retries
+        if status is None or status.failed_loads <= self.options.max_num_load_retries:
+            return False
+        if files_fingerprint(pathlib.Path(self.options.model_base_path) / str(version)) != status.files:
+            logging.info("model %s: the files of version %d changed since it failed to load: trying again",
+                         self.name, version)
+            status.failed_loads = 0
+            return False
+        return True
 
     async def _load(self, version: int) -> bool:
         status = self._statuses.setdefault(version, VersionStatus())
@@ -180,6 +216,7 @@ class VersionManager:
             model = await asyncio.get_running_loop().run_in_executor(self._load_thread, self._loader, path)
         except Exception as error:
             status.failed_loads += 1
+            status.files = files_fingerprint(path)
             status.state, status.error_code, status.error_message = "END", errors.tf_error_code_name(error), (
                 f"failed to load {path}: {_one_line(error)}")
             logging.error("model %s: version %d failed to load (attempt %d of %d; the served version is %s): %s",
