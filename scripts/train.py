@@ -133,8 +133,8 @@ def main(argv):
     if "help" in FLAGS.hp:
         print_hparams()
         return
+    stop = shutdown.StopRequest.on_signals()  # before any slow step: a signal there stops at once
     prepared = launch.prepare(request_from_flags())
-    stop = shutdown.StopRequest.on_signals()
     result = launch.execute(prepared, stop_requested=stop.requested)
     report(result, prepared, stop)
 

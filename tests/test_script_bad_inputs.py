@@ -109,6 +109,9 @@ CASES = [
      "--run_dir: directory no/such/run does not exist"),
     ("evaluate-missing-video-dir", "evaluate.py", ["--run_dir={base}/run", "--video=no/such/dir/x.gif"],
      "--video: directory no/such/dir does not exist"),
+    ("evaluate-wrong-env", "evaluate.py", ["--saved_model={base}/models/cartpole/1", "--env=LunarLander-v3"],
+     "the policy takes observations of shape (4,), but LunarLander-v3 gives (8,): evaluate it on the env it was "
+     "trained on"),
     ("evaluate-truncated-checkpoints", "evaluate.py", ["--run_dir={base}/truncated_run"],
      "none of the checkpoints [1, 2] in {base}/truncated_run/checkpoints can be loaded"),
     ("evaluate-truncated-saved-model-pb", "evaluate.py", ["--saved_model={base}/truncated_pb"],

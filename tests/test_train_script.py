@@ -177,6 +177,8 @@ FROZEN_LAKE_ARGS = [
 EXPLAINING_ARGS = {
     "hp_help": ["--agent=ppo", "--env=CartPole-v1", "--hp=help"],
     "help": ["--help"],
+    # A bad input found once TensorFlow has loaded, with TF's own logs asked for.
+    "tf_logs": ["--agent=dqn", "--env=CartPole-v1", "--device=gpu:7", "--tf_logs"],
 }
 
 
@@ -264,6 +266,16 @@ def learning_run(launches):
     assert launch.returncode == 0, launch.stderr[-3000:]
     assert "Traceback" not in launch.stderr
     return launch
+
+
+def test_tensorflow_start_up_noise_is_hidden_unless_asked_for(learning_run, launches):
+    for noise in ("oneDNN custom operations", "All log messages before absl::InitializeLog", "cpu_feature_guard",
+                  "Sharding callback duration", "Assets written to"):
+        assert noise not in learning_run.stderr, noise
+    assert "final evaluation: " in learning_run.stdout and "[final_eval]" in learning_run.stderr  # tfrl's own
+    shown = launches["tf_logs"].result()
+    assert shown.returncode == 2 and "--device=gpu:7 but " in shown.stderr_lines()[-1]
+    assert "oneDNN custom operations" in shown.stderr
 
 
 def test_learning_run_beats_random_play(learning_run):

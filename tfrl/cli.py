@@ -16,7 +16,11 @@ from typing import Any, Callable, Sequence
 
 from absl import app, flags
 
+from tfrl import quiet_logs
 from tfrl.errors import RunError, UsageError
+
+flags.DEFINE_boolean("tf_logs", False, "Show TensorFlow's start-up and INFO logs (oneDNN, CPU features, saver "
+                     "details), which the launchers hide by default.")
 
 
 class MissingExtraError(UsageError):
@@ -80,8 +84,14 @@ def run(main: Callable[[list[str]], None], unknown_flag_hint: Callable[[str], st
     if help_text is not None and set(sys.argv[1:]) & HELP_FLAGS:
         print(help_text())
         sys.exit(0)
+
+    def quiet_main(argv):
+        if not flags.FLAGS.tf_logs:
+            quiet_logs.quiet()
+        return main(argv)
+
     try:
-        app.run(main, flags_parser=lambda argv: parse_flags_or_exit(argv, unknown_flag_hint))
+        app.run(quiet_main, flags_parser=lambda argv: parse_flags_or_exit(argv, unknown_flag_hint))
     except UsageError as e:
         print(f"{_program()}: error: {e}", file=sys.stderr)
         sys.exit(2)

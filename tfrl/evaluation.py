@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Callable, Iterator
 
 import numpy as np
@@ -62,6 +63,10 @@ def render_episode(policy: Policy, env_id: str, seed: int, stats: dict | None = 
     episode ends, `stats` (if given) gets "return" and "length"; it gets the env's
     "fps" (metadata render_fps) before the first frame.
     """
+    # Frames are drawn off-screen: without these, SDL (pygame) probes for a display and an audio device and,
+    # on a headless machine, prints "XDG_RUNTIME_DIR is invalid or not set". A value set by the user wins.
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     env = envs.as_spec(env_id).make(render_mode="rgb_array")
     try:
         if stats is not None:

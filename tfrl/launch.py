@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from absl import logging
 
-from tfrl import agents, cli, config as config_lib, distribute, envs, runs, runtime as runtime_lib, shutdown
+from tfrl import agents, cli, config as config_lib, distribute, envs, memory, runs, runtime as runtime_lib, shutdown
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
 
@@ -102,6 +102,7 @@ def prepare(request: TrainRequest) -> Prepared:
     else:
         config, preset_name = _preset_config(request, spec, env)
     config = config_lib.apply_overrides(config, request.hp, "--hp")
+    memory.check(request.agent, config, info.obs_shape, info.num_actions, request.vector_mode)
     runtime_lib.validate_options(request.runtime)
     if run_dir is not None:
         cli.check_output_dir("run_dir", run_dir)

@@ -18,11 +18,11 @@ import socket
 import sys
 import time
 
-import keras
 import tensorflow as tf
 from absl import logging
 
 from tfrl.errors import RunError
+from tfrl import progress
 
 
 # The fields of a record that read the clock: the only ones that differ between two --deterministic runs.
@@ -80,8 +80,8 @@ class MetricsLogger:
         self._episodes: list[tuple[int, float, int]] = []
         self._start = time.perf_counter()
         if progress_bar is None:
-            progress_bar = sys.stdout.isatty()
-        self._progbar = keras.utils.Progbar(total_env_steps, unit_name="env step") if progress_bar else None
+            progress_bar = progress.wanted()
+        self._progress = progress.ProgressBar(total_env_steps, start_env_step) if progress_bar else None
 
     def episode(self, env_step: int, episode_return: float, length: int) -> None:
         self._episodes.append((env_step, episode_return, length))
@@ -109,8 +109,8 @@ class MetricsLogger:
         if kind == "train":
             self._episodes.clear()
         summary = " ".join(f"{k}={_fmt(v)}" for k, v in record.items() if k not in ("kind", "env_step"))
-        if self._progbar is not None and kind == "train":
-            self._progbar.update(env_step, [(k, v) for k, v in values.items() if isinstance(v, float)])
+        if self._progress is not None and kind == "train":
+            self._progress.update(record)
         else:
             logging.info("[%s] env_step=%d %s", kind, env_step, summary)
         return record
@@ -118,6 +118,8 @@ class MetricsLogger:
     def close(self) -> None:
         """Closes both files; a write error here (a full disk) is logged, not raised: it would hide the error
         that ended the run, and every record already went out through log()."""
+        if self._progress is not None:
+            self._progress.close()
         for closing in (self._jsonl.close, self._writer.close):
             try:
                 closing()

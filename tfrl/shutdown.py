@@ -4,8 +4,10 @@ The launcher installs the handler once (process-wide state, like tfrl.runtime);
 the loop, at its next consistent point (DQN: the next env step; A2C: the end of
 the current rollout's update), writes a checkpoint and returns a "stopped" record.
 Running the same command again resumes from that checkpoint. A signal that comes
-after training has finished (during the final evaluation or the export) waits for
-them to end. A second Ctrl-C does not wait: it raises KeyboardInterrupt at once, as
+before the loop first polls (while the launcher checks its input, TensorFlow loads,
+or thousands of envs are built) stops the process at once (StoppedBeforeTraining):
+there is nothing to save yet. A signal that comes after training has finished
+(during the final evaluation or the export) waits for them to end. A second Ctrl-C does not wait: it raises KeyboardInterrupt at once, as
 Python's default handler would (the newest checkpoint on disk stays loadable, see
 tfrl.checkpoints).
 """
@@ -14,19 +16,34 @@ from __future__ import annotations
 
 import signal
 
+from tfrl.errors import RunError
+
+
+class StoppedBeforeTraining(RunError):
+    """A stop signal before training started; the exit code is 128 + the signal's number, as for a kill."""
+
+    def __init__(self, signum: int):
+        self.exit_code = 128 + signum
+        super().__init__(f"stopped by {signal.Signals(signum).name} before training started (nothing was trained "
+                         "or saved)")
+
 
 class StopRequest:
     """Set by a signal handler; `requested()` is what the loops poll (a bool read per env step)."""
 
     def __init__(self):
         self.signal_name: str | None = None
+        self._polled = False  # the loop has started polling: a signal waits for its next consistent point
 
     def requested(self) -> bool:
+        self._polled = True
         return self.signal_name is not None
 
     def _handle(self, signum, frame) -> None:
         del frame
-        if signum == signal.SIGINT and self.requested():
+        if not self._polled:
+            raise StoppedBeforeTraining(signum)
+        if signum == signal.SIGINT and self.signal_name is not None:
             raise KeyboardInterrupt  # the user pressed Ctrl-C again: stop now, not at the next consistent point
         self.signal_name = signal.Signals(signum).name
 

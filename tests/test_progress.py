@@ -1,0 +1,76 @@
+"""The progress bar of a run on a terminal (tfrl.progress, through tfrl.metrics.MetricsLogger)."""
+
+import io
+import logging as std_logging
+import re
+
+from absl import logging
+
+from tfrl import progress, quiet_logs
+from tfrl.metrics import MetricsLogger
+
+
+def _terminal(monkeypatch):
+    screen = io.StringIO()
+    monkeypatch.setattr(quiet_logs, "terminal", lambda: screen)
+    return screen
+
+
+def _frames(screen):
+    """What the bar showed, frame by frame, and the whole lines written above it."""
+    return [frame for frame in re.split(r"[\r\n]", screen.getvalue()) if frame.strip()]
+
+
+def test_the_bar_shows_current_values_and_the_recent_episode_return(tmp_path, monkeypatch):
+    screen = _terminal(monkeypatch)
+    logger = MetricsLogger(tmp_path, 10_000, progress_bar=True)
+    for step, episode_return in ((1000, 10.0), (1500, 30.0)):
+        logger.episode(step, episode_return, 20)
+    logger.log("train", 2000, {"loss": 0.5, "epsilon": 0.9})
+    logger.episode(3000, 100.0, 50)
+    logger.log("train", 4000, {"loss": 0.25, "epsilon": 0.04})
+    logger.close()
+    frames = _frames(screen)
+    # The values of the last record (not averages since the start): epsilon 0.04, loss 0.25, and the mean
+    # return of the episodes since the record before (100), not of all of them.
+    assert "4.00k/10.0k" in frames[-1] and "return=100, loss=0.25, eps=0.04" in frames[-1], frames
+
+
+def test_log_lines_get_lines_of_their_own_above_the_bar(tmp_path, monkeypatch):
+    screen = _terminal(monkeypatch)
+    absl_handler = logging.get_absl_handler()
+    std_logging.getLogger().addHandler(absl_handler)  # what absl's app.run does in a launcher
+    verbosity = logging.get_verbosity()
+    logging.set_verbosity(logging.INFO)
+    try:
+        logger = MetricsLogger(tmp_path, 10_000, progress_bar=True)
+        logger.log("train", 2000, {"loss": 0.5})
+        logger.log("eval", 2000, {"return_mean": 42.0, "return_std": 1.0})
+        logger.close()
+    finally:
+        logging.set_verbosity(verbosity)
+        std_logging.getLogger().removeHandler(absl_handler)
+    assert not absl_handler.filters  # taken off again
+    lines = [line.split("\r")[-1] for line in screen.getvalue().split("\n")]  # what a terminal shows
+    eval_lines = [line for line in lines if "[eval] env_step=2000" in line]
+    assert len(eval_lines) == 1 and "env steps" not in eval_lines[0], lines  # not glued to a bar frame
+
+
+def test_after_a_resume_the_bar_counts_from_the_resume_point(tmp_path, monkeypatch):
+    screen = _terminal(monkeypatch)
+    (tmp_path / "metrics.jsonl").write_text('{"kind": "train", "env_step": 6000}\n')
+    logger = MetricsLogger(tmp_path, 10_000, progress_bar=True, start_env_step=6000)
+    bar = logger._progress._bar
+    assert (bar.n, bar.initial) == (6000, 6000)  # tqdm's rate and ETA count the steps since `initial`
+    logger.log("train", 8000, {"loss": 0.5})
+    assert bar.n == 8000
+    logger.close()
+    assert any("6.00k/10.0k" in f for f in _frames(screen))
+
+
+def test_no_bar_unless_asked_or_on_a_terminal(tmp_path, monkeypatch):
+    _terminal(monkeypatch)  # a StringIO: not a terminal
+    assert not progress.wanted()
+    logger = MetricsLogger(tmp_path, 100)
+    assert logger._progress is None
+    logger.close()

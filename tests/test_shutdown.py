@@ -1,0 +1,78 @@
+"""SIGTERM and Ctrl-C before training starts stop at once; once the loop polls, they wait for a checkpoint
+(tfrl.shutdown); and the memory a config needs is checked before anything is allocated (tfrl.memory)."""
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tfrl import memory, shutdown
+from tfrl.agents.dqn.config import DQNConfig
+from tfrl.agents.ppo.config import PPOConfig
+from tfrl.errors import UsageError
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def restore_signal_handlers():
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
+def test_a_signal_before_the_loop_polls_stops_at_once(restore_signal_handlers):
+    stop = shutdown.StopRequest.on_signals()
+    with pytest.raises(shutdown.StoppedBeforeTraining) as raised:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.5)  # the handler runs at the next bytecode boundary
+    assert raised.value.exit_code == 128 + signal.SIGTERM
+    assert str(raised.value) == "stopped by SIGTERM before training started (nothing was trained or saved)"
+    assert not stop.requested()  # then the loop starts polling: the next signal is a request
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.01)
+    assert stop.requested() and stop.signal_name == "SIGTERM"
+
+
+def test_a_launcher_killed_while_it_sets_up_exits_with_one_line(tmp_path):
+    script = tmp_path / "setting_up.py"
+    script.write_text("import time\nfrom tfrl import cli, shutdown\n"
+                      "def main(argv):\n"
+                      "    shutdown.StopRequest.on_signals()\n"
+                      "    print('setting up', flush=True)\n"
+                      "    time.sleep(60)  # TF loading, thousands of envs being made...\n"
+                      "cli.run(main)\n")
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    assert process.stdout.readline() == "setting up\n"
+    start = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 128 + signal.SIGTERM and time.monotonic() - start < 5
+    assert stderr == "setting_up.py: error: stopped by SIGTERM before training started (nothing was trained or saved)\n"
+
+
+@pytest.mark.parametrize("agent, config, expected", [
+    # 4-float CartPole observations: 2 * 4 + 3 = 11 floats of 4 bytes per transition.
+    ("dqn", DQNConfig(replay_capacity=100_000_000_000, batch_size=32), ("replay", 100_000_000_000 * 11 * 4)),
+    ("ppo", PPOConfig(num_envs=100_000_000, rollout_length=1, batch_size=100), ("envs", 100_000_000 << 20)),
+])
+def test_the_memory_a_config_needs_is_estimated_and_refused_over_what_is_available(agent, config, expected):
+    name, size = expected
+    parts = memory.estimate(agent, config, 4, 2)
+    assert parts[name] == size
+    with pytest.raises(UsageError, match=rf"this run needs about [\d.]+ (TB|PB) of memory \({name} "):
+        memory.check(agent, config, (4,), 2)
+    memory.check("dqn", DQNConfig(), (4,), 2)  # the defaults fit
+
+
+def test_network_memory_counts_parameters_and_activations():
+    # hidden (10,): 4*10 + 10 + 10*3 + 3 = 83 parameters (a dueling head's value counted: 2 + 1 outputs),
+    # 8 copies of 4 bytes; activations: 3 x (batch 2 x K 1 rows) x (10 + 4) x 4 bytes.
+    config = DQNConfig(hidden_sizes=(10,), batch_size=2, gradient_steps_per_train=1, replay_capacity=10)
+    assert memory.estimate("dqn", config, 4, 2)["networks"] == 8 * 83 * 4 + 3 * 2 * 14 * 4

@@ -1,0 +1,84 @@
+"""TensorFlow's start-up noise, kept off a launcher's output unless asked for (--tf_logs).
+
+TF's C++ runtime prints lines before its logging is set up, which TF_CPP_MIN_LOG_LEVEL does not reach
+("oneDNN custom operations are on", the CPU feature list, absl's "All log messages before
+absl::InitializeLog()..."), and its Python side logs INFO lines through absl on every SavedModel or
+checkpoint write ("Sharding callback duration", "Assets written to"). `quiet()` drops exactly those:
+
+  - native stderr (file descriptor 2) goes through a pipe; a thread copies every line to the real stderr
+    except the lines that match NATIVE_NOISE. At exit the real stderr is put back and the pipe drained.
+  - absl records below WARNING that come from TensorFlow's or Keras' own modules are filtered out.
+
+Everything else, tfrl's logs and errors included, goes through unchanged and in order.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import re
+import sys
+import threading
+
+NATIVE_NOISE = re.compile(rb"^(WARNING: All log messages before absl::InitializeLog\(\)|[IW]\d{4} [\d:.]+ +\d+ "
+                          rb"(port\.cc|cpu_feature_guard\.cc|cpu_utils\.cc)|To enable the following instructions:)")
+_PACKAGES = (f"{os.sep}tensorflow{os.sep}", f"{os.sep}keras{os.sep}", f"{os.sep}tf_keras{os.sep}")
+_installed = False
+_terminal = None  # a text stream on the real stderr, once native stderr goes through the filter
+
+
+class _LibraryInfoFilter(logging.Filter):
+    """Drops records below WARNING logged from TensorFlow's or Keras' own files."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or not any(p in record.pathname for p in _PACKAGES)
+
+
+def quiet() -> None:
+    """Installs both filters, once per process (see the module docstring)."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    logging.getLogger("absl").addFilter(_LibraryInfoFilter())
+    logging.getLogger("tensorflow").addFilter(_LibraryInfoFilter())
+    try:
+        _filter_native_stderr()
+    except OSError:  # no fd 2 to redirect (a detached process): the noise stays, nothing breaks
+        pass
+
+
+def terminal():
+    """The real stderr as a text stream: where a progress bar draws (lines through the filter only show once
+    they end, and a bar redraws one line with carriage returns)."""
+    return _terminal if _terminal is not None else sys.stderr
+
+
+def _filter_native_stderr() -> None:
+    global _terminal
+    sys.stderr.flush()
+    real_stderr = os.dup(2)
+    _terminal = os.fdopen(os.dup(real_stderr), "w", buffering=1)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+    def pump() -> None:
+        with os.fdopen(read_end, "rb") as pipe:
+            for line in pipe:
+                if not NATIVE_NOISE.match(line):
+                    os.write(real_stderr, line)
+
+    thread = threading.Thread(target=pump, name="stderr-filter", daemon=True)
+    thread.start()
+
+    def restore() -> None:
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os.dup2(real_stderr, 2)  # drops the pipe's last write end (child processes aside): the pump sees EOF
+        thread.join(timeout=1.0)
+
+    atexit.register(restore)
