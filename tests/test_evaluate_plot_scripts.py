@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tfrl import export, networks
@@ -110,3 +111,16 @@ def test_plot_writes_a_png_of_two_seeds_and_rejects_bad_input(tmp_path):
         assert returncode == 2, stderr[-3000:]
         assert "Traceback" not in stderr
         assert stderr.strip().splitlines()[-1].startswith(want), stderr[-1000:]
+
+
+def test_frames_are_drawn_with_sdl_off_screen(monkeypatch):
+    """On a headless machine SDL otherwise probes for a display and prints "XDG_RUNTIME_DIR is invalid or not
+    set"; a driver chosen by the user stays."""
+    from tfrl import evaluation
+
+    monkeypatch.delenv("SDL_VIDEODRIVER", raising=False)
+    monkeypatch.setenv("SDL_AUDIODRIVER", "alsa")
+    frames = evaluation.render_episode(lambda obs: np.zeros(len(obs), np.int64), "CartPole-v1", seed=0)
+    assert next(frames).shape == (400, 600, 3)
+    assert os.environ["SDL_VIDEODRIVER"] == "dummy" and os.environ["SDL_AUDIODRIVER"] == "alsa"
+    frames.close()
