@@ -27,6 +27,7 @@ class LearnerUpdate:
 
     metrics: dict[str, float]  # named scalars for the log line (loss, ...)
     weights: list[np.ndarray]  # the acting network's trainable variables, in their order, for the NumPy mirror
+    row_errors: np.ndarray | None = None  # per trained row, its error (DQN: |TD error| [K, B], for priorities)
 
 
 class Learner(Protocol):

@@ -102,9 +102,11 @@ class RowLayout:
 
 
 class OutputLayout:
-    """[metrics..., numerics flags, index of the flagged gradient step, *flattened weights] in one float32 vector.
+    """[metrics..., numerics flags, index of the flagged gradient step, *flattened weights, *row errors] in one
+    float32 vector.
 
     The flags (tfrl.numerics) are those of the first gradient step of the call with a NaN or Inf, 0 if none.
+    Row errors (optional): one value per trained row, e.g. DQN's |TD errors| [K, B] for prioritized replay.
     """
 
     def __init__(self, metric_names: Sequence[str], variables: Sequence[tf.Variable]):
@@ -113,19 +115,20 @@ class OutputLayout:
         self._offsets = np.cumsum([len(self.metric_names) + 2] + [int(np.prod(s)) for s in self._shapes])
 
     def pack(self, metrics: Mapping[str, tf.Tensor], flags: tf.Tensor, flagged_step: tf.Tensor,
-             variables: Sequence[tf.Variable]) -> tf.Tensor:
+             variables: Sequence[tf.Variable], row_errors: tf.Tensor | None = None) -> tf.Tensor:
         """In the graph. Small integers (flags, step index) are exact in float32."""
         head = [tf.cast(metrics[name], tf.float32) for name in self.metric_names]
         head += [tf.cast(flags, tf.float32), tf.cast(flagged_step, tf.float32)]
-        return tf.concat([tf.stack(head), *[tf.reshape(v, [-1]) for v in variables]], axis=0)
+        tail = [] if row_errors is None else [tf.reshape(row_errors, [-1])]
+        return tf.concat([tf.stack(head), *[tf.reshape(v, [-1]) for v in variables], *tail], axis=0)
 
-    def unpack(self, flat: np.ndarray) -> tuple[dict[str, float], int, int, list[np.ndarray]]:
-        """(metrics, flags, index of the flagged step, weights)."""
+    def unpack(self, flat: np.ndarray) -> tuple[dict[str, float], int, int, list[np.ndarray], np.ndarray]:
+        """(metrics, flags, index of the flagged step, weights, row errors (empty if none were packed))."""
         n = len(self.metric_names)
         metrics = {name: float(value) for name, value in zip(self.metric_names, flat[:n])}
         weights = [flat[start:end].reshape(shape)
                    for start, end, shape in zip(self._offsets[:-1], self._offsets[1:], self._shapes)]
-        return metrics, int(flat[n]), int(flat[n + 1]), weights
+        return metrics, int(flat[n]), int(flat[n + 1]), weights, flat[self._offsets[-1]:]
 
 
 def finished_update(output: OutputLayout, flat: np.ndarray, optimizer, outputs_name: str,
@@ -135,10 +138,10 @@ def finished_update(output: OutputLayout, flat: np.ndarray, optimizer, outputs_n
     gradient_step_of(k): the run's gradient step number (from 1) of the call's k-th step (from 0). A non-finite
     step that float16 loss scaling skipped (and answered by lowering its scale) is no error.
     """
-    metrics, flags, flagged_step, weights = output.unpack(flat)
+    metrics, flags, flagged_step, weights, row_errors = output.unpack(flat)
     if flags and not numerics.skipped_by_loss_scaling(optimizer):
         raise numerics.NonFiniteError(numerics.flag_names(flags, outputs_name), gradient_step_of(flagged_step))
-    return LearnerUpdate(metrics=metrics, weights=weights)
+    return LearnerUpdate(metrics=metrics, weights=weights, row_errors=row_errors if len(row_errors) else None)
 
 
 def apply_gradients(optimizer, grads, variables, loss, outputs_sum, grads_to_check=None):

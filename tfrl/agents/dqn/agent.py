@@ -24,7 +24,14 @@ from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.deadlines import next_deadline
 from tfrl.envs import EnvInfo, VectorStepper
+from tfrl.prioritized_replay import PrioritizedReplay
 from tfrl.replay import NStepBuilder, UniformReplay
+
+
+def importance_sampling_beta(env_step: int, config: DQNConfig) -> float:
+    """beta of prioritized replay's weights: importance_sampling_start at env step 0, 1 at total_env_steps."""
+    progress = min(env_step / config.total_env_steps, 1.0)
+    return config.importance_sampling_start + progress * (1.0 - config.importance_sampling_start)
 
 
 @dataclasses.dataclass
@@ -45,7 +52,11 @@ class DQNAgent:
         self._env_info = env
         self._mirror = networks.NumpyMLP(learner.online)
         self.actor = EpsilonGreedyActor(self._mirror, env.num_actions, seed=seed)
-        self.replay = UniformReplay(config.replay_capacity, env.obs_shape, seed=seed)
+        if config.prioritized_replay:
+            self.replay = PrioritizedReplay(config.replay_capacity, env.obs_shape, seed, config.priority_exponent,
+                                            config.priority_epsilon)
+        else:
+            self.replay = UniformReplay(config.replay_capacity, env.obs_shape, seed=seed)
         self._nstep = NStepBuilder(config.n_step_return, config.gamma, config.num_envs)
         self._deadlines = TrainDeadlines(max(config.learning_starts, config.train_period_env_steps),
                                          config.target_update_period_env_steps)
@@ -71,8 +82,15 @@ class DQNAgent:
         if update_target:
             deadlines.target_update_at = next_deadline(deadlines.target_update_at, env_step,
                                                        config.target_update_period_env_steps)
-        transitions = self.replay.sample(config.batch_size, config.gradient_steps_per_train)
+        if config.prioritized_replay:
+            transitions = self.replay.sample(config.batch_size, config.gradient_steps_per_train,
+                                             beta=importance_sampling_beta(env_step, config))
+            index = transitions.pop("index")
+        else:
+            transitions = self.replay.sample(config.batch_size, config.gradient_steps_per_train)
         update = self.learner.update(ReplayBatch(transitions, update_target))
+        if config.prioritized_replay:
+            self.replay.update_priorities(index, update.row_errors)
         self._mirror.update(update.weights)
         self._metrics = update.metrics
 

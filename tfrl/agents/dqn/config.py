@@ -55,6 +55,16 @@ class DQNConfig(LoopConfig):
     """Exploration rate after the decay."""
     epsilon_decay_fraction: float = 0.12
     """Fraction of total_env_steps over which epsilon falls linearly from start to end."""
+    prioritized_replay: bool = False
+    """Sample transitions in proportion to their last |TD error| (Schaul et al. 2016, proportional; see
+    tfrl.prioritized_replay), with importance-sampling weights on the loss."""
+    priority_exponent: float = 0.6
+    """alpha: P(i) is proportional to priority_i^alpha (0 = uniform). Prioritized replay only."""
+    importance_sampling_start: float = 0.4
+    """beta at env step 0 of the importance-sampling weights, annealed linearly to 1 over total_env_steps
+    (1 corrects the sampling bias fully). Prioritized replay only."""
+    priority_epsilon: float = 1e-6
+    """Added to |TD error| so that no transition's priority is 0. Prioritized replay only."""
 
     @property
     def total_gradient_steps(self) -> int:
@@ -79,3 +89,7 @@ class DQNConfig(LoopConfig):
         for name in ("epsilon_start", "epsilon_end", "epsilon_decay_fraction"):
             require(0 <= getattr(self, name) <= 1, f"{name} must be in [0, 1], got {getattr(self, name)}")
         require(self.batch_size <= self.replay_capacity, "batch_size must not exceed replay_capacity")
+        require(0 <= self.priority_exponent <= 1, f"priority_exponent must be in [0, 1], got {self.priority_exponent}")
+        require(0 <= self.importance_sampling_start <= 1,
+                f"importance_sampling_start must be in [0, 1], got {self.importance_sampling_start}")
+        require(self.priority_epsilon > 0, f"priority_epsilon must be > 0, got {self.priority_epsilon}")

@@ -10,6 +10,7 @@ discount_t already holds gamma^n and the termination mask (see tfrl.replay).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import keras
@@ -21,6 +22,7 @@ from tfrl.agents import train_step
 from tfrl.agents.core import LearnerUpdate
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
+from tfrl.errors import UsageError
 
 HUBER_DELTA = 1.0  # as in Mnih et al. 2015 ("error clipping") and SB3's smooth_l1_loss
 
@@ -41,17 +43,21 @@ def huber(x, delta=HUBER_DELTA):
     return 0.5 * quadratic ** 2 + delta * (abs_x - quadratic)
 
 
-def q_learning_loss(q_tm1, a_tm1, targets):
-    """q_tm1 [B, A], a_tm1 [B] int, targets [B] -> (mean Huber loss [], Q(s, a) [B])."""
+def q_learning_loss(q_tm1, a_tm1, targets, weights=None):
+    """q_tm1 [B, A], a_tm1 [B] int, targets [B] -> (mean Huber loss [], Q(s, a) [B]).
+
+    weights [B]: importance-sampling weights (prioritized replay): loss = mean_B(w * huber(target - Q(s, a))).
+    """
     q_a = tf.gather(q_tm1, a_tm1, axis=1, batch_dims=1)
-    return tf.reduce_mean(huber(tf.stop_gradient(targets) - q_a)), q_a
+    errors = huber(tf.stop_gradient(targets) - q_a)
+    return tf.reduce_mean(errors if weights is None else weights * errors), q_a
 
 
 class ReplayBatch(NamedTuple):
     """One train call's input: K batches from the replay, and whether the target network is updated first."""
 
-    transitions: dict[str, np.ndarray]  # replay.sample() output: obs, action, reward, discount, next_obs [K, B, ...]
-    update_target: bool
+    transitions: dict[str, np.ndarray]  # replay.sample(): obs, action, reward, discount, next_obs [K, B, ...],
+    update_target: bool                 # and "weight" [K, B] with prioritized replay
 
 
 def _learning_rate(config: DQNConfig):
@@ -89,9 +95,11 @@ class DQNLearner:
                                                          runtime.options.mixed_precision)
             # The run's total so far (the checkpoint key stays "gradient_steps").
             self.gradient_steps_done = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
-        self.rows = train_step.RowLayout({"obs": (env.obs_shape, tf.float32), "next_obs": (env.obs_shape, tf.float32),
-                                          "action": ((), tf.int32), "reward": ((), tf.float32),
-                                          "discount": ((), tf.float32)})
+        fields = {"obs": (env.obs_shape, tf.float32), "next_obs": (env.obs_shape, tf.float32),
+                  "action": ((), tf.int32), "reward": ((), tf.float32), "discount": ((), tf.float32)}
+        if config.prioritized_replay:  # importance-sampling weights in, |TD errors| out
+            fields["weight"] = ((), tf.float32)
+        self.rows = train_step.RowLayout(fields)
         self.output = train_step.OutputLayout(("loss", "q_mean"), self.online.trainable_variables)
         self._batch_gradients = self._placement.batch_gradients(self._gradients)
         self.train_step = self._placement.compile(self._train_step, [
@@ -102,8 +110,12 @@ class DQNLearner:
 
     @staticmethod
     def check_runtime(config: DQNConfig, runtime: runtime_lib.Runtime) -> None:
-        """Each gradient step splits the worker's `batch_size` transitions evenly over its replicas."""
+        """Each gradient step splits the worker's `batch_size` transitions evenly over its replicas; prioritized
+        replay needs every row's TD error back, which the replicas' mean does not keep."""
         train_step.Placement(runtime).check_batch_split("batch_size", config.batch_size)
+        if config.prioritized_replay and runtime.strategy is not None:
+            raise UsageError("prioritized_replay is not supported with a --strategy: it needs every row's TD "
+                             "error, and the replicas return their mean")
 
     def checkpoint_items(self) -> dict:
         return {"online": self.online, "target": self.target, "optimizer": self.optimizer,
@@ -112,13 +124,17 @@ class DQNLearner:
     def update(self, batch: ReplayBatch) -> LearnerUpdate:
         """One TF call: the target update if due, then K = len(batch.transitions["action"]) gradient steps.
 
-        Metrics: the mean loss and mean Q(s, a) over the K steps. Weights: the online network's.
+        Metrics: the mean loss and mean Q(s, a) over the K steps. Weights: the online network's. Row errors
+        (prioritized replay): |TD error| of every row [K, B], before its step.
         """
         num_steps = batch.transitions["action"].shape[0]
         flat = self._call(self.rows.pack(batch.transitions, batch_dims=2), batch.update_target).numpy()
         done = int(self.gradient_steps_done.numpy())
-        return train_step.finished_update(self.output, flat, self.optimizer, "Q-values",
-                                          lambda k: done - num_steps + k + 1)
+        update = train_step.finished_update(self.output, flat, self.optimizer, "Q-values",
+                                            lambda k: done - num_steps + k + 1)
+        if update.row_errors is not None:
+            update = dataclasses.replace(update, row_errors=update.row_errors.reshape(batch.transitions["action"].shape))
+        return update
 
     # ---- inside the tf.function -------------------------------------------------
 
@@ -134,30 +150,39 @@ class DQNLearner:
                                 [num_steps, batch_size, -1])  # [K, B, A]
         loss_sum, q_sum = tf.constant(0.0), tf.constant(0.0)
         flags, flagged_k = tf.constant(0), tf.constant(0)
+        weighted = "weight" in batch
+        td_errors = tf.TensorArray(tf.float32, size=num_steps)  # [K] of [B]; written with prioritized replay only
         for k in tf.range(num_steps):
-            grads, terms = self._batch_gradients(batch["obs"][k], batch["action"][k], batch["reward"][k],
-                                                 batch["discount"][k], batch["next_obs"][k], q_t_target[k])
+            step_batch = [batch["obs"][k], batch["action"][k], batch["reward"][k], batch["discount"][k],
+                          batch["next_obs"][k], q_t_target[k]] + ([batch["weight"][k]] if weighted else [])
+            grads, terms = self._batch_gradients(*step_batch)
             step_flags = train_step.apply_gradients(self.optimizer, grads, self.online.trainable_variables,
                                                     terms["loss"], terms["q_sum"])
             self.gradient_steps_done.assign_add(1)
             loss_sum += terms["loss"]
             q_sum += terms["q_mean"]
             flags, flagged_k = numerics.keep_first_flags(flags, flagged_k, step_flags, k)
+            if weighted:
+                td_errors = td_errors.write(k, terms["td_abs"])
         count = tf.cast(tf.maximum(num_steps, 1), tf.float32)
         return self.output.pack({"loss": loss_sum / count, "q_mean": q_sum / count}, flags, flagged_k,
-                                self.online.trainable_variables)
+                                self.online.trainable_variables, td_errors.stack() if weighted else None)
 
-    def _gradients(self, obs_tm1, a_tm1, r_t, discount_t, obs_t, q_t_target):
-        """(loss-scaled gradients, {"loss", "q_mean": mean Q(s, a), "q_sum": sum of Q(s, .)}) of one batch [B]."""
+    def _gradients(self, obs_tm1, a_tm1, r_t, discount_t, obs_t, q_t_target, weights=None):
+        """(loss-scaled gradients, {"loss", "q_mean": mean Q(s, a), "q_sum": sum of Q(s, .)}) of one batch [B];
+        with importance-sampling weights [B] (prioritized replay), also "td_abs": |target - Q(s, a)| [B]."""
         q_t_online = self.online(obs_t) if self.config.double_dqn else None
         targets = td_targets(r_t, discount_t, q_t_target, q_t_online)  # [B]
         with tf.GradientTape() as tape:
             q_tm1 = self.online(obs_tm1, training=True)  # [B, A], float32 under every precision policy
-            loss, q_a = q_learning_loss(q_tm1, a_tm1, targets)
+            loss, q_a = q_learning_loss(q_tm1, a_tm1, targets, weights)
             scaled_loss = self.optimizer.scale_loss(loss)
         grads = tape.gradient(scaled_loss, self.online.trainable_variables)
         # q_sum: one scalar for the numeric guard; a NaN or Inf in any Q-value survives the sum (and a replica mean).
-        return grads, {"loss": loss, "q_mean": tf.reduce_mean(q_a), "q_sum": tf.reduce_sum(q_tm1)}
+        terms = {"loss": loss, "q_mean": tf.reduce_mean(q_a), "q_sum": tf.reduce_sum(q_tm1)}
+        if weights is not None:
+            terms["td_abs"] = tf.abs(tf.stop_gradient(targets - q_a))
+        return grads, terms
 
     def _update_target(self):
         tau = self.config.target_update_tau
