@@ -4,6 +4,7 @@ and a DQN run with it that resumes."""
 
 import json
 
+import keras
 import numpy as np
 import pytest
 
@@ -124,3 +125,66 @@ def test_a_dqn_run_with_prioritized_replay_checkpoints_its_priorities_and_resume
     final = training_loop.train("dqn", config, "CartPole-v1", 0, runtime, tmp_path,
                                 training_loop.LoopOptions(progress_bar=False))
     assert final["kind"] == "final_eval" and final["env_step"] == 1200
+
+
+# --- train_in_background (tfrl.agents.dqn.agent): the learner one train call behind the actor ---------------
+
+def _agent(background: bool):
+    from tfrl.agents.dqn.agent import DQNAgent
+    from tfrl.agents.dqn.learning import DQNLearner
+    from tfrl.envs import EnvInfo
+
+    config = DQNConfig(hidden_sizes=(8,), batch_size=8, replay_capacity=64, learning_starts=0,
+                       train_period_env_steps=4, gradient_steps_per_train=2, train_in_background=background)
+    info = EnvInfo("CartPole-v1", (4,), 2)
+    runtime = Runtime(options=RuntimeOptions(), device_name="/device:CPU:0")
+    agent = DQNAgent(DQNLearner(config, info, runtime), config, info, seed=0)
+    rng = np.random.default_rng(0)
+    obs = rng.normal(size=(32, 4)).astype(np.float32)
+    agent.replay.add(obs, rng.integers(0, 2, 32).astype(np.int32), rng.normal(size=32).astype(np.float32),
+                     np.full(32, 0.9, np.float32), obs)
+    return agent, obs
+
+
+def test_in_the_background_the_actor_gets_each_call_s_weights_one_train_call_later():
+    agent, obs = _agent(background=True)
+    initial = agent._mirror(obs).copy()
+    agent.train(4)  # call 1 runs in the background
+    agent._in_flight[0].result()  # it has finished, but the actor has not taken its weights yet
+    np.testing.assert_array_equal(agent._mirror(obs), initial)
+    after_call_1 = agent.learner.online(obs).numpy()
+    agent.train(8)  # takes call 1's weights, then starts call 2
+    np.testing.assert_allclose(agent._mirror(obs), after_call_1, rtol=1e-5, atol=1e-6)
+    agent.settle()  # call 2's weights
+    np.testing.assert_allclose(agent._mirror(obs), agent.learner.online(obs).numpy(), rtol=1e-5, atol=1e-6)
+    assert int(agent.learner.gradient_steps_done.numpy()) == 4
+
+
+def test_in_the_background_the_learner_makes_the_same_updates_on_the_same_batches():
+    """The lag changes what the actor does, not what a train call computes from its batch."""
+    agents = [_agent(background)[0] for background in (False, True)]
+    agents[1].learner.online.set_weights(agents[0].learner.online.get_weights())
+    agents[1].learner.target.set_weights(agents[0].learner.target.get_weights())
+    for agent in agents:
+        for env_step in (4, 8, 12):
+            agent.train(env_step)
+        agent.settle()
+    for a, b in zip(agents[0].learner.online.get_weights(), agents[1].learner.online.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_run_in_the_background_is_reproducible(tmp_path):
+    config = DQNConfig(total_env_steps=1000, hidden_sizes=(16,), batch_size=16, replay_capacity=500,
+                       learning_starts=200, gradient_steps_per_train=2, eval_interval=500, eval_episodes=2,
+                       final_eval_episodes=2, log_interval=250, checkpoint_interval=0, train_in_background=True)
+    runtime = Runtime(options=RuntimeOptions(), device_name="/device:CPU:0")
+    runs = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        keras.utils.set_random_seed(3)  # the network's initialization (the launcher sets it so)
+        final = training_loop.train("dqn", config, "CartPole-v1", 3, runtime, tmp_path / name,
+                                    training_loop.LoopOptions(progress_bar=False))
+        records = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        runs.append([{k: v for k, v in r.items() if k not in ("wall_time_s", "env_steps_per_s")} for r in records])
+        assert final["gradient_steps"] == 2 * ((1000 - 200) // 4 + 1)
+    assert runs[0] == runs[1]

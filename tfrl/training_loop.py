@@ -118,6 +118,7 @@ class _Run:
                 self.agent.collect(self.env)
                 self.agent.train(self.env.env_step)
                 self._whatever_fell_due()
+            self.agent.settle()
             self._save()
             return self._final_evaluation()
         except numerics.NonFiniteError as error:
@@ -143,6 +144,7 @@ class _Run:
                 self._save()
 
     def _log_train(self, env_step: int) -> None:
+        self.agent.settle()  # the counters and metrics of every call made so far
         now = time.perf_counter()
         since_time, since_step = self._rate_since
         record = self.logger.log("train", env_step, {**self.agent.log_values(),
@@ -152,6 +154,7 @@ class _Run:
         self._tell_callbacks("on_log", record)
 
     def _evaluate(self, env_step: int) -> None:
+        self.agent.settle()
         returns = evaluation.evaluate(self.agent.greedy, self.env_spec, self.config.eval_episodes,
                                       seed=self.seed + evaluation.PERIODIC_SEED_OFFSET)
         record = self.logger.log("eval", env_step, {"return_mean": float(returns.mean()),

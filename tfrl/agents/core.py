@@ -54,6 +54,10 @@ class Agent(Protocol):
     def counters(self) -> dict[str, int]:
         """The learner's progress counters (e.g. {"gradient_steps": n}), logged with every record."""
 
+    def settle(self) -> None:
+        """Finishes any train call still running (DQN's train_in_background), so that the learner's variables
+        and the actor's weights are final; the loop calls it before it evaluates, checkpoints or ends."""
+
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """The evaluated policy: observations [N, ...] -> actions [N], no exploration."""
 

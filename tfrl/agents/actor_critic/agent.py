@@ -66,6 +66,9 @@ class ActorCriticAgent:
     def counters(self) -> dict[str, int]:
         return {"updates": int(self.learner.updates.numpy())}
 
+    def settle(self) -> None:
+        """Nothing runs in the background: every update ends in train()."""
+
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         return self.actor.greedy(obs)
 

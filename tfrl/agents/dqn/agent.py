@@ -3,7 +3,8 @@
 collect: one vector step, acting on a NumPy mirror of the online network (no TF call).
 train: once env_step reaches the train deadline and the replay holds a batch, one TF call: the target update
 if one fell due since the last call, then gradient_steps_per_train gradient steps on fresh samples. That is
-1 / train_period_env_steps TF calls per env step.
+1 / train_period_env_steps TF calls per env step. With train_in_background the call runs in a thread while
+collection goes on, and its weights reach the actor at the next train deadline.
 
 Its share of a checkpoint: the replay buffer (arrays), the exploration RNG, the train and target-update
 deadlines and the last train metrics. A resumed run restarts its envs from a fresh reset, so episodes in
@@ -12,6 +13,7 @@ flight at the checkpoint, and their n-step transitions, are lost.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 from typing import Mapping
 
@@ -62,6 +64,9 @@ class DQNAgent:
                                          config.target_update_period_env_steps)
         self._metrics = {"loss": float("nan"), "q_mean": float("nan")}
         self._epsilon = linear_epsilon(0, config)
+        # train_in_background: one train call at a time runs in this thread, (its future, its replay indices).
+        self._background = concurrent.futures.ThreadPoolExecutor(1) if config.train_in_background else None
+        self._in_flight: tuple[concurrent.futures.Future, np.ndarray | None] | None = None
 
     def collect(self, env: VectorStepper) -> None:
         self._epsilon = linear_epsilon(env.env_step, self.config)
@@ -82,14 +87,28 @@ class DQNAgent:
         if update_target:
             deadlines.target_update_at = next_deadline(deadlines.target_update_at, env_step,
                                                        config.target_update_period_env_steps)
+        self.settle()  # the call before this one: its weights and priorities first
+        index = None
         if config.prioritized_replay:
             transitions = self.replay.sample(config.batch_size, config.gradient_steps_per_train,
                                              beta=importance_sampling_beta(env_step, config))
             index = transitions.pop("index")
         else:
             transitions = self.replay.sample(config.batch_size, config.gradient_steps_per_train)
-        update = self.learner.update(ReplayBatch(transitions, update_target))
-        if config.prioritized_replay:
+        batch = ReplayBatch(transitions, update_target)
+        if self._background is None:
+            self._apply(self.learner.update(batch), index)
+        else:
+            self._in_flight = (self._background.submit(self.learner.update, batch), index)
+
+    def settle(self) -> None:
+        if self._in_flight is not None:
+            future, index = self._in_flight
+            self._in_flight = None
+            self._apply(future.result(), index)  # a NonFiniteError of the call is raised here
+
+    def _apply(self, update, index: np.ndarray | None) -> None:
+        if index is not None:
             self.replay.update_priorities(index, update.row_errors)
         self._mirror.update(update.weights)
         self._metrics = update.metrics
@@ -107,6 +126,7 @@ class DQNAgent:
         return dqn_policy.serving_policy(self.config, self._env_info, self.learner.online)
 
     def checkpoint_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        self.settle()
         replay_arrays, replay_state = self.replay.checkpoint_state()
         state = {**self._deadlines.to_json(), "train_metrics": self._metrics,
                  "actor_rng": checkpoints.rng_state(self.actor.rng), "replay": replay_state}

@@ -55,6 +55,11 @@ class DQNConfig(LoopConfig):
     """Exploration rate after the decay."""
     epsilon_decay_fraction: float = 0.12
     """Fraction of total_env_steps over which epsilon falls linearly from start to end."""
+    train_in_background: bool = False
+    """Run each train call in a background thread while the actor keeps stepping the envs (TensorFlow releases
+    Python's GIL inside its ops, so the two share the machine's cores). This changes the algorithm a little: the
+    actor acts with the weights of the train call before the last one (a policy lag of one train call), and a
+    NaN is reported at the next train call. Results are as reproducible as without it."""
     prioritized_replay: bool = False
     """Sample transitions in proportion to their last |TD error| (Schaul et al. 2016, proportional; see
     tfrl.prioritized_replay), with importance-sampling weights on the loss."""
