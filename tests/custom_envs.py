@@ -57,3 +57,25 @@ class DictCorridor(Corridor):
 
 
 gym.register(id="DictCorridor-v0", entry_point=DictCorridor)
+
+
+class UnboundedCorridor(Corridor):
+    """The corridor with a Box action of infinite bounds (> 0 moves right), which tfrl refuses: it clips
+    actions to the bounds."""
+
+    def __init__(self):
+        super().__init__()
+        self.action_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+
+    def step(self, action):
+        return super().step(1 if float(np.asarray(action).ravel()[0]) > 0 else 0)
+
+
+class MultiDiscreteCorridor(Corridor):
+    def __init__(self):
+        super().__init__()
+        self.action_space = gym.spaces.MultiDiscrete([2, 2])
+
+
+gym.register(id="UnboundedCorridor-v0", entry_point=UnboundedCorridor)
+gym.register(id="MultiDiscreteCorridor-v0", entry_point=MultiDiscreteCorridor)

@@ -54,9 +54,14 @@ def test_env_id_error_is_a_usage_error():
     assert issubclass(EnvIdError, UsageError)  # launchers print it as one line and exit 2
 
 
-def test_continuous_action_env_is_rejected():
-    with pytest.raises(EnvIdError, match=r"Pendulum-v1 has action space Box.*need Discrete actions"):
-        envs.make_vector_env("Pendulum-v1", num_envs=1, seed=0)
+def test_box_actions_give_their_shape_and_bounds():
+    env = envs.make_vector_env("Pendulum-v1", num_envs=2, seed=0)
+    try:
+        info = envs.env_info(env, "Pendulum-v1")
+    finally:
+        env.close()
+    assert (info.continuous, info.action_shape, info.action_low, info.action_high) == (True, (1,), (-2.0,), (2.0,))
+    assert info.action_size == 1 and envs.EnvInfo.from_dict(info.to_dict()) == info
 
 
 @pytest.mark.parametrize("num_envs", [0, -1])

@@ -36,7 +36,7 @@ def _run(script, args, no_tensorflow):
     ("train.py", ["--agent=dqn", "--env=LunarLander-v2", "--hp=help"], 0, "DQNConfig hyperparameters (preset dqn-lunarlander)"),
     ("train.py", ["--agent=dqn", "--env=CartPole-v1", "--lerning_rate=1"], 2, "did you mean --hp=learning_rate=...?"),
     ("train.py", ["--agent=dqn", "--env=CartPole-v9"], 2, "unknown environment id 'CartPole-v9'"),
-    ("train.py", ["--agent=dqn", "--env=Pendulum-v1"], 2, "tfrl agents need Discrete actions"),
+    ("train.py", ["--agent=dqn", "--env=Pendulum-v1"], 2, "--agent=dqn acts in discrete action spaces"),
     ("train.py", ["--agent=dqn", "--env=CartPole-v1", "--preset=nope"], 2, "no preset named 'nope'"),
     ("train.py", ["--agent=dqn", "--env=CartPole-v1", "--hp=batch_size=x"], 2, "is not a valid int"),
     ("train.py", ["--agent=dqn", "--env=CartPole-v1", "--mixed_precision=fp8"], 2, "--mixed_precision: unknown policy"),

@@ -144,12 +144,36 @@ def observation_adapter(space: gym.Space, env_name: str):
 
 @dataclasses.dataclass(frozen=True)
 class EnvInfo:
+    """What an agent's networks are built for: the observation shape and the action space."""
+
     env_id: str
     obs_shape: tuple[int, ...]
-    num_actions: int  # discrete action count
+    num_actions: int  # Discrete actions: how many; Box actions: 0
+    action_shape: tuple[int, ...] = ()  # Box actions: the shape of one action
+    action_low: tuple[float, ...] = ()  # Box actions: the bounds, flattened
+    action_high: tuple[float, ...] = ()
+
+    @property
+    def continuous(self) -> bool:
+        return self.num_actions == 0
+
+    @property
+    def action_size(self) -> int:
+        """Outputs a policy needs per action: the number of actions, or the Box's size."""
+        return self.num_actions or int(np.prod(self.action_shape))
 
     def to_dict(self):
-        return {"env_id": self.env_id, "obs_shape": list(self.obs_shape), "num_actions": self.num_actions}
+        record = {"env_id": self.env_id, "obs_shape": list(self.obs_shape), "num_actions": self.num_actions}
+        if self.continuous:
+            record.update(action_shape=list(self.action_shape), action_low=list(self.action_low),
+                          action_high=list(self.action_high))
+        return record
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any], env_id: str | None = None) -> EnvInfo:
+        return cls(env_id or record["env_id"], tuple(record["obs_shape"]), int(record["num_actions"]),
+                   tuple(record.get("action_shape", ())), tuple(record.get("action_low", ())),
+                   tuple(record.get("action_high", ())))
 
 
 def make_vector_env(env: EnvSpec | str, num_envs: int, seed: int, vector_mode: str = "sync") -> gym.vector.VectorEnv:
@@ -172,10 +196,11 @@ def make_vector_env(env: EnvSpec | str, num_envs: int, seed: int, vector_mode: s
         vector_env = gym.vector.SyncVectorEnv(env_fns, **vector_kwargs)
     else:
         vector_env = gym.vector.AsyncVectorEnv(env_fns, **vector_kwargs)
-    if not isinstance(vector_env.single_action_space, gym.spaces.Discrete):
+    try:
+        env_info(vector_env, spec.name)  # the action space is one tfrl can act in
+    except EnvIdError:
         vector_env.close()
-        raise EnvIdError(f"{spec.name} has action space {vector_env.single_action_space}; tfrl agents need "
-                         "Discrete actions")
+        raise
     obs, _ = vector_env.reset(seed=seed)
     vector_env.first_obs = np.array(obs, dtype=np.float32)
     return vector_env
@@ -191,11 +216,18 @@ def reset_for_resume(env: gym.vector.VectorEnv, seed: int, env_step: int) -> np.
 
 
 def env_info(env: gym.vector.VectorEnv, env_id: str) -> EnvInfo:
-    return EnvInfo(
-        env_id=env_id,
-        obs_shape=tuple(env.single_observation_space.shape),
-        num_actions=int(env.single_action_space.n),
-    )
+    """The env's EnvInfo; EnvIdError for an action space tfrl cannot act in."""
+    space, obs_shape = env.single_action_space, tuple(env.single_observation_space.shape)
+    if isinstance(space, gym.spaces.Discrete):
+        return EnvInfo(env_id=env_id, obs_shape=obs_shape, num_actions=int(space.n))
+    if isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.floating):
+        low, high = np.asarray(space.low, np.float64).ravel(), np.asarray(space.high, np.float64).ravel()
+        if not (np.isfinite(low).all() and np.isfinite(high).all()):
+            raise EnvIdError(f"{env_id} has Box actions with infinite bounds ({space}): tfrl clips actions to the "
+                             "bounds; give the env finite ones (gymnasium.wrappers.ClipAction or RescaleAction)")
+        return EnvInfo(env_id=env_id, obs_shape=obs_shape, num_actions=0, action_shape=tuple(space.shape),
+                       action_low=tuple(low.tolist()), action_high=tuple(high.tolist()))
+    raise EnvIdError(f"{env_id} has action space {space}; tfrl agents act in Discrete or (float) Box spaces")
 
 
 def next_obs_for_storage(next_obs: np.ndarray, done: np.ndarray, infos: dict) -> np.ndarray:

@@ -76,7 +76,7 @@ def render_episode(policy: Policy, env_id: str, seed: int, stats: dict | None = 
         episode_return, length, done = 0.0, 0, False
         while not done:
             action = policy(np.asarray(obs, dtype=np.float32)[None])[0]
-            obs, reward, terminated, truncated, _ = env.step(int(action))
+            obs, reward, terminated, truncated, _ = env.step(int(action) if np.ndim(action) == 0 else action)
             episode_return += float(reward)
             length += 1
             done = terminated or truncated

@@ -102,7 +102,8 @@ def prepare(request: TrainRequest) -> Prepared:
     else:
         config, preset_name = _preset_config(request, spec, env)
     config = config_lib.apply_overrides(config, request.hp, "--hp")
-    memory.check(request.agent, config, info.obs_shape, info.num_actions, request.vector_mode)
+    spec.check_env(info)
+    memory.check(request.agent, config, info.obs_shape, info.action_size, request.vector_mode)
     runtime_lib.validate_options(request.runtime)
     if run_dir is not None:
         cli.check_output_dir("run_dir", run_dir)

@@ -76,13 +76,30 @@ class NumpyMLP:
         return self._dense(x, "q_head")
 
 
+class AppendLogStd(keras.layers.Layer):
+    """mean [B, D] -> [mean, log_std] [B, 2D]: a Gaussian policy's state-independent log std, one trainable
+    variable (initialized to log_std_init: 0, a standard deviation of 1, as SB3)."""
+
+    def __init__(self, size: int, log_std_init: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.size, self.log_std_init = size, log_std_init
+
+    def build(self, input_shape):
+        self.log_std = self.add_weight(shape=(self.size,), name="log_std",
+                                       initializer=keras.initializers.Constant(self.log_std_init))
+
+    def call(self, mean):
+        return keras.ops.concatenate([mean, keras.ops.broadcast_to(self.log_std, keras.ops.shape(mean))], axis=-1)
+
+
 def actor_critic_network(obs_shape: Sequence[int], num_policy_params: int, hidden_sizes: Sequence[int],
-                         activation: str = "tanh", shared_torso: bool = False,
+                         activation: str = "tanh", shared_torso: bool = False, gaussian: bool = False,
                          name: str = "actor_critic") -> keras.Model:
     """obs [B, *obs_shape] -> (policy params [B, num_policy_params], value [B]), both float32 under every policy.
 
     The policy params are whatever the policy head reads (the logits [B, A] of a
-    categorical head). With `shared_torso` one MLP ("torso_i") feeds both heads;
+    categorical head; with `gaussian`, the mean [B, D] and a state-independent log std,
+    num_policy_params = 2D). With `shared_torso` one MLP ("torso_i") feeds both heads;
     otherwise the policy and the value have their own ("policy_torso_i",
     "value_torso_i"), as SB3's default `net_arch=dict(pi=[64, 64], vf=[64, 64])`.
 
@@ -104,8 +121,11 @@ def actor_critic_network(obs_shape: Sequence[int], num_policy_params: int, hidde
         policy_latent = value_latent = torso(x, "torso")
     else:
         policy_latent, value_latent = torso(x, "policy_torso"), torso(x, "value_torso")
-    policy_params = keras.layers.Dense(num_policy_params, name="policy_head", dtype="float32",
+    outputs = num_policy_params // 2 if gaussian else num_policy_params
+    policy_params = keras.layers.Dense(outputs, name="policy_head", dtype="float32",
                                        kernel_initializer=keras.initializers.Orthogonal(gain=0.01))(policy_latent)
+    if gaussian:
+        policy_params = AppendLogStd(outputs, name="log_std", dtype="float32")(policy_params)
     value = keras.layers.Dense(1, name="value_head", dtype="float32",
                                kernel_initializer=keras.initializers.Orthogonal(gain=1.0))(value_latent)
     return keras.Model(obs, (policy_params, keras.ops.squeeze(value, axis=-1)), name=name)
@@ -146,6 +166,7 @@ class NumpyActorCritic:
         self._value_layers = layers(self._value_torso)
         self._policy_head = layers(["policy_head"])[0]
         self._value_head = layers(["value_head"])[0]
+        self._log_std = w.get("log_std/log_std")  # a Gaussian policy's, None for a categorical one
 
     def _mlp(self, x, layers):
         for kernel, bias in layers:
@@ -157,7 +178,10 @@ class NumpyActorCritic:
         policy_latent = self._mlp(x, self._policy_layers)
         value_latent = self._mlp(x, self._value_layers)
         (pk, pb), (vk, vb) = self._policy_head, self._value_head
-        return policy_latent @ pk + pb, (value_latent @ vk + vb)[:, 0]
+        policy = policy_latent @ pk + pb
+        if self._log_std is not None:
+            policy = np.concatenate([policy, np.broadcast_to(self._log_std, policy.shape)], axis=-1)
+        return policy, (value_latent @ vk + vb)[:, 0]
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         """V(obs) [N] alone; skips the policy torso when it is separate."""

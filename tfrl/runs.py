@@ -197,6 +197,13 @@ def _write_json(path: pathlib.Path, value: Any) -> None:
         raise UsageError(f"--run_dir: cannot write {path}: {e.strerror}") from None
 
 
+def _action_space_json(info: envs.EnvInfo) -> dict:
+    if not info.continuous:
+        return {"type": "Discrete", "n": info.num_actions}
+    return {"type": "Box", "shape": list(info.action_shape), "low": list(info.action_low),
+            "high": list(info.action_high)}
+
+
 def check_model_name(model_name: str) -> None:
     """UsageError unless model_name is one plain directory name (TF Serving's <base_path>/<model_name>)."""
     if not model_name or model_name in (".", "..") or "/" in model_name or os.sep in model_name:
@@ -267,8 +274,7 @@ def run_env_info(record: RunRecord) -> envs.EnvInfo:
     """What the run's networks were built for: from config.json, or (runs written before it held that) from
     one env made by its id."""
     if record.env_info is not None:
-        info = record.env_info
-        return envs.EnvInfo(record.env_id, tuple(info["obs_shape"]), int(info["num_actions"]))
+        return envs.EnvInfo.from_dict(record.env_info, record.env_id)
     return probe_env_info(envs.as_spec(record.env_id, record.env_kwargs))
 
 
@@ -323,7 +329,7 @@ def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
         "env_id": loaded.run_config.env_id,
         "env_kwargs": _jsonable(loaded.run_config.env_kwargs),
         "observation": {"shape": obs_shape, "dtype": "float32"},
-        "action_space": {"type": "Discrete", "n": loaded.env.num_actions},
+        "action_space": _action_space_json(loaded.env),
         "signature": {"name": export.SIGNATURE, "inputs": {export.INPUT_NAME: "float32 [None, *obs_shape]"},
                       "outputs": {k: f"{v.dtype.name} {[None, *v.shape[1:]]}" for k, v in example.items()}},
         "config": config_lib.to_dict(loaded.run_config.config),

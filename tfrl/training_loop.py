@@ -86,6 +86,7 @@ class _Run:
         self.options = options
         self.stopped_by = None  # the callback that ended training early
         self.info = envs.env_info(env, env_spec.name)
+        spec.check_env(self.info)
         self.agent = spec.build(config, self.info, runtime, seed)
         self.checkpointer = checkpoints.Checkpointer(run_dir, self.agent.learner.checkpoint_items(),
                                                      keep=options.keep_checkpoints)

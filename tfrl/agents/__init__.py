@@ -24,6 +24,7 @@ class AgentSpec:
     learner: str
     agent: str
     policy: str
+    actions: tuple[str, ...] = ("discrete",)  # the action spaces it acts in: "discrete" (Discrete), "continuous" (Box)
 
     @property
     def config_cls(self) -> type:
@@ -39,6 +40,15 @@ class AgentSpec:
         _load(self.learner).check_runtime(config, runtime)
         _load(self.agent).check_runtime(config, runtime)
 
+    def check_env(self, env_info) -> None:
+        """UsageError if the agent cannot act in the env's action space."""
+        kind = "continuous" if env_info.continuous else "discrete"
+        if kind not in self.actions:
+            others = [spec.name for spec in _AGENTS.values() if kind in spec.actions]
+            space = "Box" if env_info.continuous else "Discrete"
+            raise UsageError(f"--agent={self.name} acts in {' and '.join(self.actions)} action spaces; {env_info.env_id} "
+                             f"has {space} actions: use --agent={' or --agent='.join(others)}")
+
     @property
     def policy_module(self):
         return importlib.import_module(self.policy)
@@ -48,9 +58,11 @@ _AGENTS = {spec.name: spec for spec in (
     AgentSpec("dqn", config="tfrl.agents.dqn.config:DQNConfig", learner="tfrl.agents.dqn.learning:DQNLearner",
               agent="tfrl.agents.dqn.agent:DQNAgent", policy="tfrl.agents.dqn.policy"),
     AgentSpec("a2c", config="tfrl.agents.a2c.config:A2CConfig", learner="tfrl.agents.a2c.learning:A2CLearner",
-              agent="tfrl.agents.actor_critic.agent:ActorCriticAgent", policy="tfrl.agents.actor_critic.policy"),
+              agent="tfrl.agents.actor_critic.agent:ActorCriticAgent", policy="tfrl.agents.actor_critic.policy",
+              actions=("discrete", "continuous")),
     AgentSpec("ppo", config="tfrl.agents.ppo.config:PPOConfig", learner="tfrl.agents.ppo.learning:PPOLearner",
-              agent="tfrl.agents.actor_critic.agent:ActorCriticAgent", policy="tfrl.agents.actor_critic.policy"),
+              agent="tfrl.agents.actor_critic.agent:ActorCriticAgent", policy="tfrl.agents.actor_critic.policy",
+              actions=("discrete", "continuous")),
 )}
 
 AGENT_NAMES = tuple(_AGENTS)

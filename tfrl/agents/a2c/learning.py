@@ -69,7 +69,7 @@ class A2CLearner:
             self.optimizer = runtime_lib.built_optimizer(_make_optimizer(config), self.network.trainable_variables,
                                                          runtime.options.mixed_precision)
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
-        self.rows = ac_learning.rollout_rows(env.obs_shape, with_log_probs=False)
+        self.rows = ac_learning.rollout_rows(env.obs_shape, self.head, with_log_probs=False)
         self.output = train_step.OutputLayout(METRICS, self.network.trainable_variables)
         self._batch_gradients = self._placement.batch_gradients(self._gradients)
         self.train_step = self._placement.compile(self._train_step, [

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfrl.agents.actor_critic.networks import CategoricalHead
 from tfrl.networks import NumpyActorCritic
 
 
 class ActorCriticActor:
-    def __init__(self, mirror: NumpyActorCritic, head: CategoricalHead, seed: int):
+    def __init__(self, mirror: NumpyActorCritic, head, seed: int):
+        """head: the policy head (tfrl.agents.actor_critic.networks) of the network the mirror copies."""
         self._mirror = mirror
         self._head = head
         self._rng = np.random.default_rng(seed)
@@ -34,5 +34,6 @@ class ActorCriticActor:
         return self._mirror.value(obs)
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
-        """The most likely actions [N]: the policy that is evaluated (and would be exported)."""
-        return self._head.mode(self._mirror(obs)[0])
+        """The most likely actions, as the env takes them (a Gaussian's mean clipped to the Box): the policy that
+        is evaluated and exported."""
+        return self._head.env_action(self._head.mode(self._mirror(obs)[0]))

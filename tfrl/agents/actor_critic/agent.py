@@ -35,7 +35,7 @@ class ActorCriticAgent:
         self._env_info = env
         self._mirror = networks.NumpyActorCritic(learner.network, config.activation)
         self.actor = ActorCriticActor(self._mirror, learner.head, seed=seed)
-        self._storage = RolloutStorage(config.rollout_length, config.num_envs, env.obs_shape, learner.head.num_params)
+        self._storage = RolloutStorage(config.rollout_length, config.num_envs, env.obs_shape, learner.head)
         self._rollout: Rollout | None = None
         self._metrics: dict[str, float] = {}
 
@@ -43,13 +43,13 @@ class ActorCriticAgent:
         start_env_step = env.env_step
         for t in range(self.config.rollout_length):
             action, value, policy_params = self.actor.act(env.obs)
-            step = env.step(action)
+            step = env.step(self.learner.head.env_action(action))
             reward = step.reward
             if step.truncated.any():
                 # A time-limit truncation is no terminal state: bootstrap from V(the episode's last obs).
                 reward = bootstrap_truncated(reward, step.terminated, step.truncated,
                                              self.actor.value(step.final_obs()), self.config.gamma)
-            self._storage.record(t, step, value, policy_params, reward)
+            self._storage.record(t, step, action, value, policy_params, reward)
         last_value = self.actor.value(env.obs)  # V(s_T) [N]
         self._rollout = self._storage.finish(last_value, self.config.gamma, self.config.gae_lambda,
                                              self.learner.head, start_env_step)

@@ -6,18 +6,27 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tfrl.agents.actor_critic.config import ActorCriticConfig
-from tfrl.agents.actor_critic.networks import make_head, make_network
+from tfrl.agents.actor_critic.networks import GaussianHead, make_head, make_network
 from tfrl.envs import EnvInfo
 from tfrl.export import ServingPolicy
 
 
-def greedy_outputs(network):
-    """observation [B, *obs_shape] -> {"action": argmax_a logits int64 [B], "logits": float32 [B, A],
-    "value": V(s) float32 [B]}: the mode of the categorical policy (the greedy action the actor evaluates)."""
+def greedy_outputs(network, head=None):
+    """observation [B, *obs_shape] -> the mode of the policy (the greedy action the actor evaluates) and V(s):
+
+    categorical head: {"action": argmax_a logits int64 [B], "logits": float32 [B, A], "value": float32 [B]}
+    Gaussian head:    {"action": the mean clipped to the Box, float32 [B, *action_shape], "mean": float32 [B, D],
+                       "log_std": float32 [B, D], "value": float32 [B]}
+    """
+    gaussian = isinstance(head, GaussianHead)
 
     def outputs(observation):
-        logits, value = network(observation, training=False)  # float32 under every precision policy
-        return {"action": tf.argmax(logits, axis=-1, output_type=tf.int64), "logits": logits, "value": value}
+        params, value = network(observation, training=False)  # float32 under every precision policy
+        if not gaussian:
+            return {"action": tf.argmax(params, axis=-1, output_type=tf.int64), "logits": params, "value": value}
+        mean, log_std = tf.split(params, 2, axis=-1)
+        action = tf.reshape(tf.clip_by_value(mean, head.low, head.high), [-1, *head.action_shape])
+        return {"action": action, "mean": mean, "log_std": log_std, "value": value}
 
     return outputs
 
@@ -27,6 +36,7 @@ def serving_policy(config: ActorCriticConfig, env: EnvInfo, network=None) -> Ser
 
     "network" is the key of the network in the A2C and PPO learners' checkpoint_items().
     """
+    head = make_head(env)
     if network is None:
-        network = make_network(config, env, make_head(env))
-    return ServingPolicy(model=network, outputs=greedy_outputs(network), checkpoint_items={"network": network})
+        network = make_network(config, env, head)
+    return ServingPolicy(model=network, outputs=greedy_outputs(network, head), checkpoint_items={"network": network})

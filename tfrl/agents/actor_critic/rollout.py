@@ -14,7 +14,7 @@ class Rollout(NamedTuple):
     """One update's data, flattened over (time, env) to B = rollout_length * num_envs rows."""
 
     obs: np.ndarray  # s_t [B, *obs_shape] float32
-    actions: np.ndarray  # a_t [B] int32
+    actions: np.ndarray  # a_t [B] int32 (Discrete) or [B, D] float32 (Box: the unclipped sample)
     advantages: np.ndarray  # A_t [B] float32 (GAE)
     returns: np.ndarray  # G_t = A_t + V(s_t) [B] float32, the value targets
     log_probs: np.ndarray  # log pi_old(a_t | s_t) [B] float32, of the policy that acted
@@ -29,21 +29,24 @@ class Rollout(NamedTuple):
 class RolloutStorage:
     """The [T, N] arrays one rollout fills, reused from rollout to rollout."""
 
-    def __init__(self, rollout_length: int, num_envs: int, obs_shape: Sequence[int], num_policy_params: int):
+    def __init__(self, rollout_length: int, num_envs: int, obs_shape: Sequence[int], head):
         t, n = rollout_length, num_envs
         self.obs = np.zeros((t, n, *obs_shape), np.float32)  # s_t
-        self.actions = np.zeros((t, n), np.int32)  # a_t
+        action_shape = tuple(head.action_spec.shape[1:])
+        self.actions = np.zeros((t, n, *action_shape), head.action_spec.dtype.as_numpy_dtype)  # a_t
+        num_policy_params = head.num_params
         self.rewards = np.zeros((t, n), np.float32)  # r_t (+ gamma V(final obs) if truncated)
         self.dones = np.zeros((t, n), np.float32)  # 1 if the episode ended at t
         self.values = np.zeros((t, n), np.float32)  # V(s_t)
         self.policy_params = np.zeros((t, n, num_policy_params), np.float32)  # what a_t was sampled from
         self.returns = np.zeros((t, n), np.float32)  # G_t of the last finished rollout
 
-    def record(self, t: int, step: VectorStep, value: np.ndarray, policy_params: np.ndarray,
+    def record(self, t: int, step: VectorStep, action: np.ndarray, value: np.ndarray, policy_params: np.ndarray,
                reward: np.ndarray) -> None:
-        """Step t: the env step, V(s_t), the policy params a_t was sampled from, and r_t as the learner sees it."""
+        """Step t: the env step, a_t as sampled (not as the env got it, clipped), V(s_t), the policy params a_t
+        was sampled from, and r_t as the learner sees it."""
         self.obs[t] = step.obs
-        self.actions[t] = step.action
+        self.actions[t] = action
         self.values[t] = value
         self.policy_params[t] = policy_params
         self.rewards[t] = reward
@@ -54,9 +57,10 @@ class RolloutStorage:
         """The flattened Rollout, given V(s_T) [N], the value of the observation after the last step."""
         advantages, self.returns = advantages_lib.n_step_advantages(self.rewards, self.values, self.dones,
                                                                     last_value, gamma, gae_lambda)  # [T, N]
-        actions = self.actions.reshape(-1)
+        rows = self.actions.shape[0] * self.actions.shape[1]
+        actions = self.actions.reshape(rows, *self.actions.shape[2:])
         # log pi_old(a|s) of the acting policy, once per rollout: one NumPy call, not one per vector step.
-        log_probs = head.log_prob_numpy(self.policy_params.reshape(len(actions), -1), actions)
+        log_probs = head.log_prob_numpy(self.policy_params.reshape(rows, -1), actions)
         return Rollout(self.obs.reshape(len(actions), *self.obs.shape[2:]), actions, advantages.reshape(-1),
                        self.returns.reshape(-1), log_probs, start_env_step)
 

@@ -103,7 +103,7 @@ class PPOLearner:
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
             # A variable rather than an argument of the per-replica function, which shards its arguments.
             self._clip_range = tf.Variable(config.clip_range, dtype=tf.float32, trainable=False, name="clip_range")
-        self.rows = ac_learning.rollout_rows(env.obs_shape, with_log_probs=True)
+        self.rows = ac_learning.rollout_rows(env.obs_shape, self.head, with_log_probs=True)
         self.output = train_step.OutputLayout(METRICS, self.network.trainable_variables)
         self._batch_gradients = self._placement.batch_gradients(self._gradients)
         self.train_step = self._placement.compile(self._train_step, [
