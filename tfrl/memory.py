@@ -49,7 +49,12 @@ def estimate(agent: str, config, obs_size: int, num_actions: int, vector_mode: s
     """Bytes per component (see the module docstring) of a run of `agent` with `config`."""
     hidden = list(config.hidden_sizes)
     parts = {"envs": config.num_envs * _ENV_BYTES.get(vector_mode, _ENV_BYTES["async"])}
-    if agent == "dqn":
+    if agent == "sac":  # an actor and four Q-networks (two targets), three optimizers
+        parameters = _mlp([obs_size, *hidden, 2 * num_actions]) + 4 * _mlp([obs_size + num_actions, *hidden, 1])
+        rows = config.batch_size * config.gradient_steps_per_train
+        parts["replay"] = config.replay_capacity * (2 * obs_size + num_actions + 2) * _FLOAT
+        parts["networks"] = 6 * parameters * _FLOAT + 12 * rows * (sum(hidden) + obs_size) * _FLOAT
+    elif agent == "dqn":
         parameters = _mlp([obs_size, *hidden, num_actions + 1])  # + 1: a dueling head's value
         rows = config.batch_size * config.gradient_steps_per_train
         parts["replay"] = config.replay_capacity * (2 * obs_size + 3) * _FLOAT

@@ -19,10 +19,12 @@ TRANSITION_FIELDS = ("obs", "action", "reward", "discount", "next_obs")
 class UniformReplay:
     """Fixed-capacity ring buffer of transitions; once full, the oldest are overwritten."""
 
-    def __init__(self, capacity: int, obs_shape: Sequence[int], seed: int):
+    def __init__(self, capacity: int, obs_shape: Sequence[int], seed: int, action_shape: Sequence[int] = (),
+                 action_dtype=np.int32):
+        """action_shape/dtype: () int32 for Discrete actions (the default), (D,) float32 for Box ones."""
         self.capacity = capacity
         self.obs = np.zeros((capacity, *obs_shape), np.float32)
-        self.action = np.zeros((capacity,), np.int32)
+        self.action = np.zeros((capacity, *action_shape), action_dtype)
         self.reward = np.zeros((capacity,), np.float32)
         self.discount = np.zeros((capacity,), np.float32)
         self.next_obs = np.zeros((capacity, *obs_shape), np.float32)
@@ -105,8 +107,7 @@ class NStepBuilder:
         if not out:
             return None
         o, a, r, d, no = zip(*out)
-        return (np.stack(o), np.asarray(a, np.int32), np.asarray(r, np.float32),
-                np.asarray(d, np.float32), np.stack(no))
+        return (np.stack(o), np.stack(a), np.asarray(r, np.float32), np.asarray(d, np.float32), np.stack(no))
 
     def _transition(self, pending, last_obs, terminated):
         ret = sum(self.gamma ** k * r for k, (_, _, r) in enumerate(pending))

@@ -63,6 +63,8 @@ _AGENTS = {spec.name: spec for spec in (
     AgentSpec("ppo", config="tfrl.agents.ppo.config:PPOConfig", learner="tfrl.agents.ppo.learning:PPOLearner",
               agent="tfrl.agents.actor_critic.agent:ActorCriticAgent", policy="tfrl.agents.actor_critic.policy",
               actions=("discrete", "continuous")),
+    AgentSpec("sac", config="tfrl.agents.sac.config:SACConfig", learner="tfrl.agents.sac.learning:SACLearner",
+              agent="tfrl.agents.sac.agent:SACAgent", policy="tfrl.agents.sac.policy", actions=("continuous",)),
 )}
 
 AGENT_NAMES = tuple(_AGENTS)

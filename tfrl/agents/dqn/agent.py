@@ -13,7 +13,6 @@ flight at the checkpoint, and their n-step transitions, are lost.
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 from typing import Mapping
 
@@ -24,6 +23,7 @@ from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.actor import EpsilonGreedyActor, linear_epsilon
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
+from tfrl.agents.off_policy import TrainCalls
 from tfrl.deadlines import next_deadline
 from tfrl.envs import EnvInfo, VectorStepper
 from tfrl.prioritized_replay import PrioritizedReplay
@@ -64,9 +64,7 @@ class DQNAgent:
                                          config.target_update_period_env_steps)
         self._metrics = {"loss": float("nan"), "q_mean": float("nan")}
         self._epsilon = linear_epsilon(0, config)
-        # train_in_background: one train call at a time runs in this thread, (its future, its replay indices).
-        self._background = concurrent.futures.ThreadPoolExecutor(1) if config.train_in_background else None
-        self._in_flight: tuple[concurrent.futures.Future, np.ndarray | None] | None = None
+        self._calls = TrainCalls(learner, self._apply, background=config.train_in_background)
 
     def collect(self, env: VectorStepper) -> None:
         self._epsilon = linear_epsilon(env.env_step, self.config)
@@ -87,7 +85,7 @@ class DQNAgent:
         if update_target:
             deadlines.target_update_at = next_deadline(deadlines.target_update_at, env_step,
                                                        config.target_update_period_env_steps)
-        self.settle()  # the call before this one: its weights and priorities first
+        self._calls.settle()  # the call before this one: its weights and priorities first
         index = None
         if config.prioritized_replay:
             transitions = self.replay.sample(config.batch_size, config.gradient_steps_per_train,
@@ -95,17 +93,10 @@ class DQNAgent:
             index = transitions.pop("index")
         else:
             transitions = self.replay.sample(config.batch_size, config.gradient_steps_per_train)
-        batch = ReplayBatch(transitions, update_target)
-        if self._background is None:
-            self._apply(self.learner.update(batch), index)
-        else:
-            self._in_flight = (self._background.submit(self.learner.update, batch), index)
+        self._calls.run(ReplayBatch(transitions, update_target), index)
 
     def settle(self) -> None:
-        if self._in_flight is not None:
-            future, index = self._in_flight
-            self._in_flight = None
-            self._apply(future.result(), index)  # a NonFiniteError of the call is raised here
+        self._calls.settle()
 
     def _apply(self, update, index: np.ndarray | None) -> None:
         if index is not None:

@@ -1,0 +1,231 @@
+"""SAC: the networks, the losses and the learner, K gradient steps per TF call.
+
+Actions live in [-1, 1]^D inside the agent (the env gets them rescaled to its Box). The actor is a tanh-squashed
+Gaussian with a state-dependent mean and log std (clipped to [-20, 2], as SB3):
+
+    u = mean(s) + std(s) * noise,  a = tanh(u)                                            # noise ~ N(0, I)
+    log pi(a|s) = sum_d [log N(u_d; mean_d, std_d) - log(1 - tanh(u_d)^2)]
+                with log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), exact and stable
+
+One gradient step, in SB3's order (its temperature value is the one before its own update):
+
+    alpha = exp(log_alpha)
+    temperature_loss = -mean(log_alpha * (log pi(a|s) + target_entropy))          a ~ pi(.|s)
+    y = r + discount * (min_i Q_target_i(s', a') - alpha * log pi(a'|s'))          a' ~ pi(.|s')
+    critic_loss = 0.5 * (mean((Q_1(s, a_replay) - y)^2) + mean((Q_2(s, a_replay) - y)^2))
+    actor_loss = mean(alpha * log pi(a|s) - min_i Q_i(s, a))                        with the updated Q_i
+    Q_target_i <- tau * Q_i + (1 - tau) * Q_target_i
+
+discount holds gamma and the termination mask (tfrl.replay). The noise comes in with the batch, drawn in NumPy,
+so a call is a pure function of its inputs and the variables (reproducible, also under XLA).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tfrl import networks, numerics, runtime as runtime_lib
+from tfrl.agents import train_step
+from tfrl.agents.core import LearnerUpdate
+from tfrl.agents.sac.config import SACConfig
+from tfrl.envs import EnvInfo
+
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # SB3's bounds on the actor's log std
+METRICS = ("critic_loss", "actor_loss", "temperature", "temperature_loss", "entropy", "q_mean")
+
+
+class SACBatch(NamedTuple):
+    """One train call's input: K batches [K, B, ...] of obs, action (in [-1, 1]), reward, discount, next_obs,
+    and the standard-normal noise of the actions sampled at s' ("noise_next") and at s ("noise")."""
+
+    transitions: dict[str, np.ndarray]
+
+
+def squashed_gaussian(mean, log_std, noise):
+    """mean, log_std, noise [B, D] -> (a = tanh(mean + std * noise) [B, D], log pi(a|s) [B])."""
+    log_std = tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
+    u = mean + tf.exp(log_std) * noise
+    gaussian = tf.reduce_sum(-0.5 * tf.square(noise) - log_std - 0.5 * math.log(2 * math.pi), axis=-1)
+    log_det = tf.reduce_sum(2.0 * (math.log(2.0) - u - tf.nn.softplus(-2.0 * u)), axis=-1)  # log(1 - tanh(u)^2)
+    return tf.tanh(u), gaussian - log_det
+
+
+def soft_td_targets(r_t, discount_t, q1_t, q2_t, next_log_prob, alpha):
+    """r_t, discount_t, q*_t, next_log_prob [B], alpha [] -> y [B] = r + discount * (min Q_t - alpha log pi)."""
+    return r_t + discount_t * (tf.minimum(q1_t, q2_t) - alpha * next_log_prob)
+
+
+def critic_loss(q1, q2, targets):
+    """0.5 * (mse(Q_1, y) + mse(Q_2, y)); no gradient into the targets."""
+    targets = tf.stop_gradient(targets)
+    return 0.5 * (tf.reduce_mean(tf.square(q1 - targets)) + tf.reduce_mean(tf.square(q2 - targets)))
+
+
+def actor_loss(log_prob, q1, q2, alpha):
+    """mean(alpha * log pi(a|s) - min_i Q_i(s, a)), the gradient flowing through a and log pi."""
+    return tf.reduce_mean(alpha * log_prob - tf.minimum(q1, q2))
+
+
+def temperature_loss(log_alpha, log_prob, target_entropy):
+    """-mean(log_alpha * (log pi + target_entropy)): its gradient raises alpha while the entropy (-log pi) is
+    below the target, and lowers it above."""
+    return -tf.reduce_mean(log_alpha * tf.stop_gradient(log_prob + target_entropy))
+
+
+def actor_network(obs_shape, action_size: int, hidden_sizes, name: str = "sac_actor") -> keras.Model:
+    """obs [B, *obs_shape] -> [mean, log std] [B, 2D] (ReLU torso "torso_i", heads "mean_head", "log_std_head")."""
+    obs = keras.Input(shape=tuple(obs_shape), name="observation", dtype="float32")
+    x = keras.layers.Flatten(name="flatten")(obs) if len(obs_shape) > 1 else obs
+    x = networks.mlp_torso(x, hidden_sizes, "relu")
+    mean = keras.layers.Dense(action_size, name="mean_head", dtype="float32")(x)
+    log_std = keras.layers.Dense(action_size, name="log_std_head", dtype="float32")(x)
+    return keras.Model(obs, keras.ops.concatenate([mean, log_std], axis=-1), name=name)
+
+
+def critic_network(obs_shape, action_size: int, hidden_sizes, name: str) -> keras.Model:
+    """(obs [B, *obs_shape], action [B, D]) -> Q(s, a) [B]."""
+    obs = keras.Input(shape=tuple(obs_shape), name="observation", dtype="float32")
+    action = keras.Input(shape=(action_size,), name="action", dtype="float32")
+    x = keras.layers.Flatten(name="flatten")(obs) if len(obs_shape) > 1 else obs
+    x = networks.mlp_torso(keras.layers.Concatenate(name="obs_action")([x, action]), hidden_sizes, "relu")
+    q = keras.layers.Dense(1, name="q_head", dtype="float32")(x)
+    return keras.Model([obs, action], keras.ops.squeeze(q, axis=-1), name=name)
+
+
+class SACLearner:
+    """Owns the actor, the twin Q-networks and their targets, the temperature, three Adam optimizers and the
+    train step. All state is in tf.Variables (checkpoint_items())."""
+
+    def __init__(self, config: SACConfig, env: EnvInfo, runtime: runtime_lib.Runtime, seed: int = 0):
+        del seed  # the agent draws the batches and the noise
+        self.config = config
+        self._placement = train_step.Placement(runtime)
+        self.check_runtime(config, runtime)
+        size = env.action_size
+        self.target_entropy = float(-size if config.target_entropy is None else config.target_entropy)
+        with self._placement.scope():
+            self._build(config, env, size, runtime.options.mixed_precision)
+        self.rows = train_step.RowLayout({
+            "obs": (env.obs_shape, tf.float32), "next_obs": (env.obs_shape, tf.float32), "action": ((size,), tf.float32),
+            "reward": ((), tf.float32), "discount": ((), tf.float32), "noise_next": ((size,), tf.float32),
+            "noise": ((size,), tf.float32)})
+        self.output = train_step.OutputLayout(METRICS, self.actor.trainable_variables)
+        self._critic_gradients = self._placement.batch_gradients(self._critic_and_temperature_gradients)
+        self._actor_gradients = self._placement.batch_gradients(self._actor_gradients_of)
+        self.train_step = self._placement.compile(self._train_step, [
+            tf.TensorSpec([None, None, self.rows.width], tf.float32)])  # packed transitions and noise [K, B, F]
+        self._call = train_step.concrete_call(self.train_step)
+
+    def _build(self, config: SACConfig, env: EnvInfo, size: int, precision: str) -> None:
+        hidden = config.hidden_sizes
+        self.actor = actor_network(env.obs_shape, size, hidden)
+        self.critics = [critic_network(env.obs_shape, size, hidden, f"q{i}") for i in (1, 2)]
+        self.targets = [critic_network(env.obs_shape, size, hidden, f"q{i}_target") for i in (1, 2)]
+        for target, critic in zip(self.targets, self.critics):
+            target.set_weights(critic.get_weights())
+        self.log_alpha = tf.Variable(math.log(config.initial_temperature), dtype=tf.float32, name="log_alpha")
+        self._alpha_used = tf.Variable(config.initial_temperature, dtype=tf.float32, trainable=False,
+                                       name="alpha_used")  # this step's alpha, before its own update
+        self.critic_variables = [v for critic in self.critics for v in critic.trainable_variables]
+        clip = config.max_grad_norm or None
+        self.actor_optimizer, self.critic_optimizer, self.temperature_optimizer = (
+            runtime_lib.built_optimizer(keras.optimizers.Adam(config.learning_rate, global_clipnorm=clip),
+                                        variables, precision)
+            for variables in (self.actor.trainable_variables, self.critic_variables, [self.log_alpha]))
+        self.gradient_steps_done = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
+
+    @staticmethod
+    def check_runtime(config: SACConfig, runtime: runtime_lib.Runtime) -> None:
+        """Each gradient step splits the worker's batch evenly over its replicas."""
+        train_step.Placement(runtime).check_batch_split("batch_size", config.batch_size)
+
+    def checkpoint_items(self) -> dict:
+        return {"actor": self.actor, "q1": self.critics[0], "q2": self.critics[1], "q1_target": self.targets[0],
+                "q2_target": self.targets[1], "log_alpha": self.log_alpha, "actor_optimizer": self.actor_optimizer,
+                "critic_optimizer": self.critic_optimizer, "temperature_optimizer": self.temperature_optimizer,
+                "gradient_steps": self.gradient_steps_done}
+
+    def update(self, batch: SACBatch) -> LearnerUpdate:
+        """One TF call of K = len(batch.transitions["reward"]) gradient steps. Metrics: their means. Weights: the
+        actor's."""
+        num_steps = batch.transitions["reward"].shape[0]
+        flat = self._call(self.rows.pack(batch.transitions, batch_dims=2)).numpy()
+        done = int(self.gradient_steps_done.numpy())
+        return train_step.finished_update(self.output, flat, self.critic_optimizer, "actions or Q-values",
+                                          lambda k: done - num_steps + k + 1)
+
+    # ---- inside the tf.function -------------------------------------------------
+
+    def _train_step(self, packed):
+        batch = self.rows.unpack(packed)  # each [K, B, ...]
+        num_steps = tf.shape(packed)[0]
+        sums = tf.zeros([len(METRICS)])
+        flags, flagged_k = tf.constant(0), tf.constant(0)
+        for k in tf.range(num_steps):
+            step_metrics, step_flags = self._gradient_step({name: value[k] for name, value in batch.items()})
+            sums += step_metrics
+            flags, flagged_k = numerics.keep_first_flags(flags, flagged_k, step_flags, k)
+        means = sums / tf.cast(tf.maximum(num_steps, 1), tf.float32)
+        return self.output.pack(dict(zip(METRICS, tf.unstack(means))), flags, flagged_k, self.actor.trainable_variables)
+
+    def _gradient_step(self, b):
+        """One SAC step on one batch [B] -> (its METRICS [6], its numerics flags)."""
+        self._alpha_used.assign(tf.exp(self.log_alpha))
+        grads, terms = self._critic_gradients(b["obs"], b["action"], b["reward"], b["discount"], b["next_obs"],
+                                              b["noise_next"], b["noise"])
+        critic_grads, temperature_grads = grads
+        flags = train_step.apply_gradients(self.critic_optimizer, critic_grads, self.critic_variables,
+                                           terms["critic_loss"], terms["outputs_sum"])
+        if self.config.learn_temperature:
+            self.temperature_optimizer.apply(temperature_grads, [self.log_alpha])
+        actor_grads, actor_terms = self._actor_gradients(b["obs"], b["noise"])
+        flags = tf.bitwise.bitwise_or(flags, train_step.apply_gradients(
+            self.actor_optimizer, actor_grads, self.actor.trainable_variables, actor_terms["actor_loss"],
+            actor_terms["outputs_sum"]))
+        tau = self.config.target_update_tau
+        for target, critic in zip(self.targets, self.critics):
+            for target_var, var in zip(target.trainable_variables, critic.trainable_variables):
+                target_var.assign(tau * var + (1.0 - tau) * target_var)
+        self.gradient_steps_done.assign_add(1)
+        values = {**terms, **actor_terms, "temperature": self._alpha_used}
+        return tf.stack([tf.cast(values[name], tf.float32) for name in METRICS]), flags
+
+    def _policy(self, obs, noise):
+        mean, log_std = tf.split(self.actor(obs, training=True), 2, axis=-1)
+        return squashed_gaussian(mean, log_std, noise)
+
+    def _critic_and_temperature_gradients(self, obs, action, reward, discount, next_obs, noise_next, noise):
+        """((critic gradients, [log_alpha gradient]), terms) of one batch (or a replica's shard)."""
+        alpha = self._alpha_used
+        _, log_prob = self._policy(obs, noise)
+        next_action, next_log_prob = self._policy(next_obs, noise_next)
+        targets = soft_td_targets(reward, discount, self.targets[0]([next_obs, next_action]),
+                                  self.targets[1]([next_obs, next_action]), next_log_prob, alpha)
+        with tf.GradientTape(persistent=True) as tape:
+            q1, q2 = (critic([obs, action], training=True) for critic in self.critics)
+            loss = critic_loss(q1, q2, targets)
+            scaled = self.critic_optimizer.scale_loss(loss)
+            t_loss = temperature_loss(self.log_alpha, log_prob, self.target_entropy)
+            scaled_t = self.temperature_optimizer.scale_loss(t_loss)
+        grads = (tape.gradient(scaled, self.critic_variables), tape.gradient(scaled_t, [self.log_alpha]))
+        del tape
+        terms = {"critic_loss": loss, "temperature_loss": t_loss, "entropy": -tf.reduce_mean(log_prob),
+                 "q_mean": 0.5 * (tf.reduce_mean(q1) + tf.reduce_mean(q2)),
+                 "outputs_sum": tf.reduce_sum(q1) + tf.reduce_sum(q2) + tf.reduce_sum(targets)}
+        return grads, terms
+
+    def _actor_gradients_of(self, obs, noise):
+        """(actor gradients, {"actor_loss", "outputs_sum"}) of one batch (or shard), with the updated critics."""
+        with tf.GradientTape() as tape:
+            action, log_prob = self._policy(obs, noise)
+            q1, q2 = (critic([obs, action]) for critic in self.critics)
+            loss = actor_loss(log_prob, q1, q2, self._alpha_used)
+            scaled = self.actor_optimizer.scale_loss(loss)
+        outputs_sum = tf.reduce_sum(action) + tf.reduce_sum(log_prob)
+        return tape.gradient(scaled, self.actor.trainable_variables), {"actor_loss": loss, "outputs_sum": outputs_sum}
+

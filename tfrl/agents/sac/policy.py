@@ -1,0 +1,38 @@
+"""The SAC policy that is exported and evaluated: the actor's mean, squashed by tanh and rescaled to the Box
+(no sampling). The agent registry (tfrl.agents) names this module as SAC's policy module."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from tfrl.agents.sac.config import SACConfig
+from tfrl.agents.sac.learning import LOG_STD_MAX, LOG_STD_MIN, actor_network
+from tfrl.envs import EnvInfo
+from tfrl.export import ServingPolicy
+
+
+def to_env_action(squashed, low, high):
+    """[-1, 1] -> the Box: low + (a + 1) / 2 * (high - low) (NumPy or TF)."""
+    return low + (squashed + 1.0) * 0.5 * (high - low)
+
+
+def greedy_outputs(actor, env: EnvInfo):
+    """observation [B, *obs_shape] -> {"action": tanh(mean) rescaled to the Box, float32 [B, *action_shape],
+    "mean": float32 [B, D] (before tanh), "log_std": float32 [B, D]}."""
+    low, high = (np.asarray(bound, np.float32) for bound in (env.action_low, env.action_high))
+
+    def outputs(observation):
+        mean, log_std = tf.split(actor(observation, training=False), 2, axis=-1)
+        action = tf.reshape(to_env_action(tf.tanh(mean), low, high), [-1, *env.action_shape])
+        return {"action": action, "mean": mean, "log_std": tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)}
+
+    return outputs
+
+
+def serving_policy(config: SACConfig, env: EnvInfo, actor=None) -> ServingPolicy:
+    """The greedy policy of `actor`, or of a fresh actor to restore from a training checkpoint ("actor" is its
+    key in SACLearner.checkpoint_items())."""
+    if actor is None:
+        actor = actor_network(env.obs_shape, env.action_size, config.hidden_sizes)
+    return ServingPolicy(model=actor, outputs=greedy_outputs(actor, env), checkpoint_items={"actor": actor})
