@@ -107,7 +107,10 @@ class NStepBuilder:
         if not out:
             return None
         o, a, r, d, no = zip(*out)
-        return (np.stack(o), np.stack(a), np.asarray(r, np.float32), np.asarray(d, np.float32), np.stack(no))
+        actions = np.stack(a)
+        if np.issubdtype(actions.dtype, np.integer):
+            actions = actions.astype(np.int32)
+        return (np.stack(o), actions, np.asarray(r, np.float32), np.asarray(d, np.float32), np.stack(no))
 
     def _transition(self, pending, last_obs, terminated):
         ret = sum(self.gamma ** k * r for k, (_, _, r) in enumerate(pending))
