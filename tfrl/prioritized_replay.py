@@ -28,15 +28,19 @@ class _Tree:
     `combine` of its children; leaves of unused slots hold `empty`."""
 
     def __init__(self, capacity: int, combine, empty: float):
-        self.leaves = 1 << max(0, int(np.ceil(np.log2(capacity))))
+        self.depth = max(0, int(np.ceil(np.log2(capacity))))
+        self.leaves = 1 << self.depth
         self.nodes = np.full(2 * self.leaves, empty, np.float64)  # node 1 is the root; leaf i is node leaves + i
         self._combine, self._empty = combine, empty
 
     def set(self, indices: np.ndarray, values: np.ndarray) -> None:
+        """Sets leaves (an index given twice: its last value), then their ancestors, one level at a time. A
+        parent met twice on a level is written twice with the same value (both computed from its children
+        before either write), so no deduplication is needed."""
         nodes = np.asarray(indices, np.int64) + self.leaves
         self.nodes[nodes] = values
-        while nodes[0] > 1:
-            nodes = np.unique(nodes // 2)
+        for _ in range(self.depth):
+            nodes = nodes // 2
             self.nodes[nodes] = self._combine(self.nodes[2 * nodes], self.nodes[2 * nodes + 1])
 
     def rebuild(self, values: np.ndarray) -> None:
