@@ -50,7 +50,7 @@ class ServingPolicy:
 
     outputs: observation [B, *obs_shape] float32 -> dict of named tensors, e.g.
       {"action": int64 [B], "q_values": [B, A]} or {"action", "logits", "value"}.
-      It may use only `model`'s variables (they are the ones tracked).
+      It may use only the variables of `model` and `observation_normalization` (the ones tracked).
     checkpoint_items: the subset of the agent's training checkpoint trackables
       that holds `model`'s weights (e.g. {"online": q_network}), to load it from
       a training checkpoint.
@@ -59,6 +59,7 @@ class ServingPolicy:
     model: keras.Model
     outputs: Callable[[tf.Tensor], Mapping[str, tf.Tensor]]
     checkpoint_items: Mapping[str, Any]
+    observation_normalization: keras.layers.Layer | None = None  # tracked too: `outputs` runs it before `model`
 
 
 def version_numbers(model_dir: pathlib.Path) -> list[int]:
@@ -80,6 +81,8 @@ def export_saved_model(policy: ServingPolicy, obs_shape: Sequence[int], base_pat
         raise UsageError(f"cannot create the model directory {model_dir}: {e.strerror}") from None
     archive = keras.export.ExportArchive()
     archive.track(policy.model)
+    if policy.observation_normalization is not None:
+        archive.track(policy.observation_normalization)
     archive.add_endpoint(
         name=SIGNATURE,  # named so, write_out does not add a second alias of it
         fn=policy.outputs,

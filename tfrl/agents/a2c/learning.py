@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import runtime as runtime_lib
+from tfrl import normalization, runtime as runtime_lib
 from tfrl.agents import train_step
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.actor_critic import learning as ac_learning
@@ -69,6 +69,7 @@ class A2CLearner:
             self.optimizer = runtime_lib.built_optimizer(_make_optimizer(config), self.network.trainable_variables,
                                                          runtime.options.mixed_precision)
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
+        self.obs_normalization = normalization.make_layer(config, env.obs_shape)  # the agent updates it
         self.rows = ac_learning.rollout_rows(env.obs_shape, self.head, with_log_probs=False)
         self.output = train_step.OutputLayout(METRICS, self.network.trainable_variables)
         self._batch_gradients = self._placement.batch_gradients(self._gradients)
@@ -85,7 +86,8 @@ class A2CLearner:
         train_step.Placement(runtime).check_batch_split("num_envs * rollout_length", config.rollout_size)
 
     def checkpoint_items(self) -> dict:
-        return {"network": self.network, "optimizer": self.optimizer, "updates": self.updates}
+        return {"network": self.network, "optimizer": self.optimizer, "updates": self.updates,
+                **normalization.checkpoint_items(self.obs_normalization)}
 
     def update(self, rollout: Rollout) -> LearnerUpdate:
         """One TF call: one gradient step on the flattened rollout [B = T * N], at the step size of the

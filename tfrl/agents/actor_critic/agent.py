@@ -8,8 +8,11 @@ train: one learner update, one TF call (A2C: one gradient step; PPO: n_epochs pa
 which also returns the weights that refresh the mirror. That is 1 / (num_envs * rollout_length) TF calls per
 env step.
 
-Its share of a checkpoint, always taken between updates: the actor's RNG state (the rollout storage is
-empty between updates).
+With normalize_observations, the rollout holds observations normalized by the running statistics of their
+vector step (tfrl.normalization); with normalize_rewards, rewards scaled by the running std of the return.
+
+Its share of a checkpoint, always taken between updates: the actor's RNG state and the reward scaler's
+statistics (the rollout storage is empty between updates; the observation statistics are the learner's).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Mapping
 
 import numpy as np
 
-from tfrl import checkpoints, networks
+from tfrl import checkpoints, networks, normalization
 from tfrl.agents.actor_critic import policy as ac_policy
 from tfrl.agents.actor_critic.actor import ActorCriticActor
 from tfrl.agents.actor_critic.advantages import bootstrap_truncated
@@ -38,19 +41,24 @@ class ActorCriticAgent:
         self._storage = RolloutStorage(config.rollout_length, config.num_envs, env.obs_shape, learner.head)
         self._rollout: Rollout | None = None
         self._metrics: dict[str, float] = {}
+        layer = learner.obs_normalization
+        self._obs_normalizer = None if layer is None else normalization.ObservationNormalizer(layer)
+        self._reward_scaler = (normalization.RewardScaler(config.num_envs, config.gamma, config.reward_clip)
+                               if config.normalize_rewards else None)
 
     def collect(self, env: VectorStepper) -> None:
         start_env_step = env.env_step
         for t in range(self.config.rollout_length):
-            action, value, policy_params = self.actor.act(env.obs)
+            obs = env.obs if self._obs_normalizer is None else self._obs_normalizer.observe(env.obs)
+            action, value, policy_params = self.actor.act(obs)
             step = env.step(self.learner.head.env_action(action))
-            reward = step.reward
+            reward = step.reward if self._reward_scaler is None else self._reward_scaler.scale(step.reward, step.done)
             if step.truncated.any():
                 # A time-limit truncation is no terminal state: bootstrap from V(the episode's last obs).
                 reward = bootstrap_truncated(reward, step.terminated, step.truncated,
-                                             self.actor.value(step.final_obs()), self.config.gamma)
-            self._storage.record(t, step, action, value, policy_params, reward)
-        last_value = self.actor.value(env.obs)  # V(s_T) [N]
+                                             self.actor.value(self._normalized(step.final_obs())), self.config.gamma)
+            self._storage.record(t, step, obs, action, value, policy_params, reward)
+        last_value = self.actor.value(self._normalized(env.obs))  # V(s_T) [N]; s_T is observed at the next step
         self._rollout = self._storage.finish(last_value, self.config.gamma, self.config.gae_lambda,
                                              self.learner.head, start_env_step)
 
@@ -67,20 +75,34 @@ class ActorCriticAgent:
         return {"updates": int(self.learner.updates.numpy())}
 
     def settle(self) -> None:
-        """Nothing runs in the background: every update ends in train()."""
+        """Nothing runs in the background (every update ends in train()); the observation statistics go into the
+        layer that checkpoints and the best policy save."""
+        if self._obs_normalizer is not None:
+            self._obs_normalizer.sync()
+
+    def _normalized(self, obs: np.ndarray) -> np.ndarray:
+        """obs as the network takes it: normalized with the statistics as they are, not counted in them."""
+        return obs if self._obs_normalizer is None else self._obs_normalizer(obs)
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
-        return self.actor.greedy(obs)
+        return self.actor.greedy(self._normalized(obs))
 
     def serving_policy(self):
-        return ac_policy.serving_policy(self.config, self._env_info, self.learner.network)
+        return ac_policy.serving_policy(self.config, self._env_info, self.learner.network,
+                                        self.learner.obs_normalization)
 
     def checkpoint_state(self) -> tuple[dict, dict[str, np.ndarray]]:
-        return {"actor_rng": checkpoints.rng_state(self.actor.rng)}, {}
+        self.settle()
+        arrays = {} if self._reward_scaler is None else self._reward_scaler.state()
+        return {"actor_rng": checkpoints.rng_state(self.actor.rng)}, arrays
 
     def restore(self, state: Mapping, arrays: Mapping[str, np.ndarray]) -> None:
         checkpoints.set_rng_state(self.actor.rng, state["actor_rng"])
         self._mirror.update([v.numpy() for v in self.learner.network.trainable_variables])
+        if self._obs_normalizer is not None:
+            self._obs_normalizer.load()
+        if self._reward_scaler is not None:
+            self._reward_scaler.restore(arrays)
 
     @staticmethod
     def check_runtime(config: ActorCriticConfig, runtime) -> None:

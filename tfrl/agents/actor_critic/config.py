@@ -49,10 +49,21 @@ class ActorCriticConfig(LoopConfig):
     """Global gradient-norm clip of each gradient step (0 disables)."""
     normalize_advantage: bool = False
     """Standardize advantages to zero mean, unit std within each gradient step's batch."""
+    normalize_observations: bool = False
+    """Normalize observations by their running mean and std (SB3's VecNormalize; tfrl.normalization), frozen at
+    evaluation and inside the export."""
+    observation_clip: float = 10.0
+    """Normalized observations are clipped to [-observation_clip, observation_clip]."""
+    normalize_rewards: bool = False
+    """Divide training rewards by the running std of the discounted return (tfrl.normalization)."""
+    reward_clip: float = 10.0
+    """Scaled rewards are clipped to [-reward_clip, reward_clip]."""
 
     def __post_init__(self):
         super().__post_init__()
         require(self.rollout_length > 0, f"rollout_length must be > 0, got {self.rollout_length}")
+        for name in ("observation_clip", "reward_clip"):
+            require(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
         for name in ("max_grad_norm", "value_coef", "entropy_coef"):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         require_positive_sizes("hidden_sizes", self.hidden_sizes)

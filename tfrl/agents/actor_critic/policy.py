@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tfrl import normalization
 from tfrl.agents.actor_critic.config import ActorCriticConfig
 from tfrl.agents.actor_critic.networks import GaussianHead, make_head, make_network
 from tfrl.envs import EnvInfo
@@ -31,12 +32,17 @@ def greedy_outputs(network, head=None):
     return outputs
 
 
-def serving_policy(config: ActorCriticConfig, env: EnvInfo, network=None) -> ServingPolicy:
-    """The greedy policy of `network`, or of a fresh actor-critic network to restore from a training checkpoint.
+def serving_policy(config: ActorCriticConfig, env: EnvInfo, network=None, obs_normalization=None) -> ServingPolicy:
+    """The greedy policy of `network` (behind `obs_normalization` when config.normalize_observations), or of fresh
+    ones to restore from a training checkpoint.
 
-    "network" is the key of the network in the A2C and PPO learners' checkpoint_items().
+    "network" and tfrl.normalization.CHECKPOINT_KEY are their keys in the A2C and PPO learners' checkpoint_items().
     """
     head = make_head(env)
     if network is None:
         network = make_network(config, env, head)
-    return ServingPolicy(model=network, outputs=greedy_outputs(network, head), checkpoint_items={"network": network})
+    if obs_normalization is None:
+        obs_normalization = normalization.make_layer(config, env.obs_shape)
+    outputs = normalization.in_front(obs_normalization, greedy_outputs(network, head))
+    return ServingPolicy(model=network, outputs=outputs, observation_normalization=obs_normalization,
+                         checkpoint_items={"network": network, **normalization.checkpoint_items(obs_normalization)})

@@ -41,11 +41,11 @@ class RolloutStorage:
         self.policy_params = np.zeros((t, n, num_policy_params), np.float32)  # what a_t was sampled from
         self.returns = np.zeros((t, n), np.float32)  # G_t of the last finished rollout
 
-    def record(self, t: int, step: VectorStep, action: np.ndarray, value: np.ndarray, policy_params: np.ndarray,
-               reward: np.ndarray) -> None:
-        """Step t: the env step, a_t as sampled (not as the env got it, clipped), V(s_t), the policy params a_t
-        was sampled from, and r_t as the learner sees it."""
-        self.obs[t] = step.obs
+    def record(self, t: int, step: VectorStep, obs: np.ndarray, action: np.ndarray, value: np.ndarray,
+               policy_params: np.ndarray, reward: np.ndarray) -> None:
+        """Step t: the env step, s_t and r_t as the learner sees them (normalized, when the agent normalizes), a_t
+        as sampled (not as the env got it, clipped), V(s_t) and the policy params a_t was sampled from."""
+        self.obs[t] = obs
         self.actions[t] = action
         self.values[t] = value
         self.policy_params[t] = policy_params

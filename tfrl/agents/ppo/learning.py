@@ -26,7 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import numerics, runtime as runtime_lib, schedules
+from tfrl import normalization, numerics, runtime as runtime_lib, schedules
 from tfrl.agents import train_step
 from tfrl.agents.actor_critic import learning as ac_learning
 from tfrl.agents.actor_critic.networks import make_head, make_network
@@ -103,6 +103,7 @@ class PPOLearner:
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
             # A variable rather than an argument of the per-replica function, which shards its arguments.
             self._clip_range = tf.Variable(config.clip_range, dtype=tf.float32, trainable=False, name="clip_range")
+        self.obs_normalization = normalization.make_layer(config, env.obs_shape)  # the agent updates it
         self.rows = ac_learning.rollout_rows(env.obs_shape, self.head, with_log_probs=True)
         self.output = train_step.OutputLayout(METRICS, self.network.trainable_variables)
         self._batch_gradients = self._placement.batch_gradients(self._gradients)
@@ -121,7 +122,8 @@ class PPOLearner:
         train_step.Placement(runtime).check_batch_split("batch_size", config.batch_size)
 
     def checkpoint_items(self) -> dict:
-        return {"network": self.network, "optimizer": self.optimizer, "updates": self.updates}
+        return {"network": self.network, "optimizer": self.optimizer, "updates": self.updates,
+                **normalization.checkpoint_items(self.obs_normalization)}
 
     def update(self, rollout: Rollout) -> LearnerUpdate:
         """One TF call: n_epochs * B / batch_size minibatch steps on the flattened rollout [B].

@@ -5,6 +5,8 @@ the background).
 Actions are kept in [-1, 1]^D (what the actor's tanh gives, and what the replay and the critics see); the env
 gets them rescaled to its Box. Before learning_starts env steps, actions are uniform in [-1, 1]^D (SB3 too).
 The noise of the actions the learner samples (at s and at s') is drawn here, in NumPy, and goes in with the batch.
+With normalize_observations the replay keeps raw observations; acting counts each one in the running statistics
+and each sampled batch is normalized with the statistics of its train call (tfrl.normalization).
 
 Its share of a checkpoint: the replay (arrays), the acting and noise RNGs, the train deadline, the last metrics.
 """
@@ -15,7 +17,7 @@ from typing import Mapping
 
 import numpy as np
 
-from tfrl import checkpoints, distribute
+from tfrl import checkpoints, distribute, normalization
 from tfrl.agents.off_policy import TrainCalls
 from tfrl.agents.sac import policy as sac_policy
 from tfrl.agents.sac.config import SACConfig
@@ -61,12 +63,15 @@ class SACAgent:
         self._train_at = max(config.learning_starts, config.train_period_env_steps)
         self._metrics: dict[str, float] = {}
         self._calls = TrainCalls(learner, self._apply, background=config.train_in_background)
+        layer = learner.obs_normalization
+        self._obs_normalizer = None if layer is None else normalization.ObservationNormalizer(layer)
 
     def collect(self, env: VectorStepper) -> None:
+        obs = env.obs if self._obs_normalizer is None else self._obs_normalizer.observe(env.obs)
         if env.env_step < self.config.learning_starts:
             squashed = self.rng.uniform(-1.0, 1.0, (env.num_envs, self._size)).astype(np.float32)
         else:
-            mean, log_std = self._mirror(env.obs)
+            mean, log_std = self._mirror(obs)
             squashed = np.tanh(mean + np.exp(log_std) * self.rng.standard_normal(mean.shape)).astype(np.float32)
         step = env.step(self._env_action(squashed))
         discount = self.config.gamma * (1.0 - step.terminated.astype(np.float32))
@@ -80,6 +85,8 @@ class SACAgent:
         self._calls.settle()
         k, b = config.gradient_steps_per_train, config.batch_size
         transitions = self.replay.sample(b, k)
+        for name in ("obs", "next_obs"):  # the replay keeps raw observations
+            transitions[name] = self._normalized(transitions[name])
         for name in ("noise_next", "noise"):
             transitions[name] = self._noise_rng.standard_normal((k, b, self._size)).astype(np.float32)
         self._calls.run(SACBatch(transitions))
@@ -90,7 +97,15 @@ class SACAgent:
         self._metrics = update.metrics
 
     def settle(self) -> None:
+        """Ends the train call in flight; the observation statistics go into the layer that checkpoints and the
+        best policy save."""
         self._calls.settle()
+        if self._obs_normalizer is not None:
+            self._obs_normalizer.sync()
+
+    def _normalized(self, obs: np.ndarray) -> np.ndarray:
+        """obs as the networks take them: normalized with the statistics as they are, not counted in them."""
+        return obs if self._obs_normalizer is None else self._obs_normalizer(obs)
 
     def _env_action(self, squashed: np.ndarray) -> np.ndarray:
         actions = sac_policy.to_env_action(squashed, self._low, self._high)
@@ -103,10 +118,11 @@ class SACAgent:
         return {"gradient_steps": int(self.learner.gradient_steps_done.numpy())}
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
-        return self._env_action(np.tanh(self._mirror(obs)[0]))
+        return self._env_action(np.tanh(self._mirror(self._normalized(obs))[0]))
 
     def serving_policy(self):
-        return sac_policy.serving_policy(self.config, self._env_info, self.learner.actor)
+        return sac_policy.serving_policy(self.config, self._env_info, self.learner.actor,
+                                         self.learner.obs_normalization)
 
     def checkpoint_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         self.settle()
@@ -122,6 +138,8 @@ class SACAgent:
         checkpoints.set_rng_state(self._noise_rng, state["noise_rng"])
         self.replay.restore_checkpoint_state(arrays, state["replay"])
         self._mirror.update([v.numpy() for v in self.learner.actor.trainable_variables])
+        if self._obs_normalizer is not None:
+            self._obs_normalizer.load()
 
     @staticmethod
     def check_runtime(config: SACConfig, runtime) -> None:

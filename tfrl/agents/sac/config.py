@@ -42,12 +42,19 @@ class SACConfig(LoopConfig):
     train_in_background: bool = False
     """Run each train call in a background thread while the actor keeps stepping the envs (as DQN's): the actor
     acts with the weights of the train call before the last one."""
+    normalize_observations: bool = False
+    """Normalize observations by their running mean and std (tfrl.normalization): the replay keeps raw ones and
+    each sampled batch is normalized with the statistics of its train call, as SB3 does; frozen at evaluation
+    and inside the export."""
+    observation_clip: float = 10.0
+    """Normalized observations are clipped to [-observation_clip, observation_clip]."""
 
     def __post_init__(self):
         super().__post_init__()
         for name in ("batch_size", "replay_capacity", "train_period_env_steps", "gradient_steps_per_train"):
             require(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
         require(self.learning_starts >= 0, f"learning_starts must be >= 0, got {self.learning_starts}")
+        require(self.observation_clip > 0, f"observation_clip must be > 0, got {self.observation_clip}")
         require(self.max_grad_norm >= 0, f"max_grad_norm must be >= 0, got {self.max_grad_norm}")
         require_positive_sizes("hidden_sizes", self.hidden_sizes)
         require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")

@@ -29,7 +29,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import networks, numerics, runtime as runtime_lib
+from tfrl import networks, normalization, numerics, runtime as runtime_lib
 from tfrl.agents import train_step
 from tfrl.agents.core import LearnerUpdate
 from tfrl.agents.sac.config import SACConfig
@@ -110,6 +110,7 @@ class SACLearner:
         self.target_entropy = float(-size if config.target_entropy is None else config.target_entropy)
         with self._placement.scope():
             self._build(config, env, size, runtime.options.mixed_precision)
+        self.obs_normalization = normalization.make_layer(config, env.obs_shape)  # the agent updates it
         self.rows = train_step.RowLayout({
             "obs": (env.obs_shape, tf.float32), "next_obs": (env.obs_shape, tf.float32), "action": ((size,), tf.float32),
             "reward": ((), tf.float32), "discount": ((), tf.float32), "noise_next": ((size,), tf.float32),
@@ -148,7 +149,7 @@ class SACLearner:
         return {"actor": self.actor, "q1": self.critics[0], "q2": self.critics[1], "q1_target": self.targets[0],
                 "q2_target": self.targets[1], "log_alpha": self.log_alpha, "actor_optimizer": self.actor_optimizer,
                 "critic_optimizer": self.critic_optimizer, "temperature_optimizer": self.temperature_optimizer,
-                "gradient_steps": self.gradient_steps_done}
+                "gradient_steps": self.gradient_steps_done, **normalization.checkpoint_items(self.obs_normalization)}
 
     def update(self, batch: SACBatch) -> LearnerUpdate:
         """One TF call of K = len(batch.transitions["reward"]) gradient steps. Metrics: their means. Weights: the

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from tfrl import normalization
 from tfrl.agents.sac.config import SACConfig
 from tfrl.agents.sac.learning import LOG_STD_MAX, LOG_STD_MIN, actor_network
 from tfrl.envs import EnvInfo
@@ -30,9 +31,14 @@ def greedy_outputs(actor, env: EnvInfo):
     return outputs
 
 
-def serving_policy(config: SACConfig, env: EnvInfo, actor=None) -> ServingPolicy:
-    """The greedy policy of `actor`, or of a fresh actor to restore from a training checkpoint ("actor" is its
-    key in SACLearner.checkpoint_items())."""
+def serving_policy(config: SACConfig, env: EnvInfo, actor=None, obs_normalization=None) -> ServingPolicy:
+    """The greedy policy of `actor` (behind `obs_normalization` when config.normalize_observations), or of fresh
+    ones to restore from a training checkpoint ("actor" and tfrl.normalization.CHECKPOINT_KEY are their keys in
+    SACLearner.checkpoint_items())."""
     if actor is None:
         actor = actor_network(env.obs_shape, env.action_size, config.hidden_sizes)
-    return ServingPolicy(model=actor, outputs=greedy_outputs(actor, env), checkpoint_items={"actor": actor})
+    if obs_normalization is None:
+        obs_normalization = normalization.make_layer(config, env.obs_shape)
+    outputs = normalization.in_front(obs_normalization, greedy_outputs(actor, env))
+    return ServingPolicy(model=actor, outputs=outputs, observation_normalization=obs_normalization,
+                         checkpoint_items={"actor": actor, **normalization.checkpoint_items(obs_normalization)})

@@ -1,0 +1,153 @@
+"""Running normalization of observations and rewards, after Stable-Baselines3's VecNormalize.
+
+    observations  o' = clip((o - mean) / sqrt(var + 1e-8), -clip, clip), with the running mean and variance of
+                  every observation the training envs produced (each counted once, before it is normalized).
+                  Evaluation and export use the statistics frozen as they are.
+    rewards       r' = clip(r / sqrt(var(G) + 1e-8), -clip, clip), where G is each env's running discounted
+                  return G <- gamma G + r (reset at an episode's end): the scale of the returns, not of single
+                  rewards, so the value targets come out near unit scale. Only training sees r'.
+
+The statistics are updated in NumPy while the agent collects (no TF call per env step). The observation
+statistics are also kept in TF variables (ObservationNormalization, a Keras layer) that the learner checkpoints
+and the export runs in front of the policy, so a served policy takes raw observations; the agent copies the
+NumPy statistics into them before each checkpoint and evaluation (sync()) and back after a restore (load()).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import keras
+import numpy as np
+
+EPSILON = 1e-8  # under the square root, as in SB3
+INITIAL_COUNT = 1e-4  # the prior's weight, as in SB3's RunningMeanStd
+
+
+class RunningMeanStd:
+    """Mean and variance of a stream of batches [N, *shape], merged batch by batch (Chan et al.'s parallel
+    algorithm), in float64."""
+
+    def __init__(self, shape: Sequence[int] = ()):
+        self.mean = np.zeros(shape, np.float64)
+        self.var = np.ones(shape, np.float64)
+        self.count = INITIAL_COUNT
+
+    def update(self, batch: np.ndarray) -> None:
+        batch = np.asarray(batch, np.float64)
+        batch_mean, batch_var, batch_count = batch.mean(axis=0), batch.var(axis=0), len(batch)
+        delta = batch_mean - self.mean
+        total = self.count + batch_count
+        m2 = self.var * self.count + batch_var * batch_count + delta ** 2 * self.count * batch_count / total
+        self.mean = self.mean + delta * batch_count / total
+        self.var = m2 / total
+        self.count = total
+
+
+class ObservationNormalization(keras.layers.Layer):
+    """The frozen observation normalization in TF: float32 [B, *obs_shape] -> the normalized float32 batch.
+
+    Its three non-trainable weights (mean, var: float64 [*obs_shape]; count: float64 []) are what checkpoints
+    and exports hold.
+    """
+
+    def __init__(self, obs_shape: Sequence[int], clip: float, **kwargs):
+        super().__init__(name="obs_normalization", dtype="float32", **kwargs)
+        self.clip = float(clip)
+        self.mean = self.add_weight(shape=tuple(obs_shape), initializer="zeros", trainable=False, name="mean",
+                                    dtype="float64")
+        self.var = self.add_weight(shape=tuple(obs_shape), initializer="ones", trainable=False, name="var",
+                                   dtype="float64")
+        self.count = self.add_weight(shape=(), initializer=keras.initializers.Constant(INITIAL_COUNT),
+                                     trainable=False, name="count", dtype="float64")
+        self.built = True
+
+    def call(self, obs):
+        ops = keras.ops
+        scale = ops.cast(ops.sqrt(self.var + EPSILON), "float32")
+        normalized = (ops.cast(obs, "float32") - ops.cast(self.mean, "float32")) / scale
+        return ops.clip(normalized, -self.clip, self.clip)
+
+
+class ObservationNormalizer:
+    """The running observation statistics an agent updates and applies, mirrored into an ObservationNormalization
+    layer."""
+
+    def __init__(self, layer: ObservationNormalization):
+        self.layer = layer
+        self.stats = RunningMeanStd(tuple(layer.mean.shape))
+        self.load()
+
+    def observe(self, obs: np.ndarray) -> np.ndarray:
+        """Adds the batch [N, *obs_shape] to the statistics, then returns it normalized (float32)."""
+        self.stats.update(obs)
+        return self(obs)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """The batch normalized with the statistics as they are (no update)."""
+        stats = self.stats
+        normalized = (np.asarray(obs, np.float64) - stats.mean) / np.sqrt(stats.var + EPSILON)
+        return np.clip(normalized, -self.layer.clip, self.layer.clip).astype(np.float32)
+
+    def sync(self) -> None:
+        """Copies the NumPy statistics into the layer's variables (before a checkpoint, an evaluation)."""
+        self.layer.mean.assign(self.stats.mean)
+        self.layer.var.assign(self.stats.var)
+        self.layer.count.assign(self.stats.count)
+
+    def load(self) -> None:
+        """Takes the statistics from the layer's variables (after a restore)."""
+        self.stats.mean = np.array(self.layer.mean.numpy(), np.float64)
+        self.stats.var = np.array(self.layer.var.numpy(), np.float64)
+        self.stats.count = float(self.layer.count.numpy())
+
+
+class RewardScaler:
+    """Divides each env's rewards by the running std of its discounted return (SB3's norm_reward)."""
+
+    def __init__(self, num_envs: int, gamma: float, clip: float):
+        self.gamma, self.clip = gamma, clip
+        self.stats = RunningMeanStd()
+        self.returns = np.zeros(num_envs, np.float64)  # G per env, of the episode in progress
+
+    def scale(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
+        """Updates G and its variance with this vector step's rewards [N], returns them scaled (float32)."""
+        self.returns = self.returns * self.gamma + reward
+        self.stats.update(self.returns)
+        scaled = np.clip(reward / np.sqrt(self.stats.var + EPSILON), -self.clip, self.clip)
+        self.returns[np.asarray(done, bool)] = 0.0
+        return scaled.astype(np.float32)
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The arrays a checkpoint keeps."""
+        stats = self.stats
+        return {"reward_returns": self.returns, "reward_var": np.asarray(stats.var),
+                "reward_mean": np.asarray(stats.mean), "reward_count": np.asarray(stats.count)}
+
+    def restore(self, arrays) -> None:
+        self.returns = np.array(arrays["reward_returns"], np.float64)
+        self.stats.var = np.array(arrays["reward_var"], np.float64)
+        self.stats.mean = np.array(arrays["reward_mean"], np.float64)
+        self.stats.count = float(arrays["reward_count"])
+
+
+def make_layer(config, obs_shape: Sequence[int]) -> ObservationNormalization | None:
+    """The layer when config.normalize_observations, else None."""
+    if not config.normalize_observations:
+        return None
+    return ObservationNormalization(obs_shape, config.observation_clip)
+
+
+CHECKPOINT_KEY = "obs_normalization"  # the layer's name among a learner's and a serving policy's checkpoint items
+
+
+def checkpoint_items(layer: ObservationNormalization | None) -> dict:
+    """{CHECKPOINT_KEY: layer}, or {} without normalization."""
+    return {} if layer is None else {CHECKPOINT_KEY: layer}
+
+
+def in_front(layer: ObservationNormalization | None, outputs):
+    """`outputs` (observation -> dict of tensors) taking raw observations through `layer` first, if any."""
+    if layer is None:
+        return outputs
+    return lambda observation: outputs(layer(observation))
