@@ -65,9 +65,26 @@ def test_a_preset_for_another_env_is_used_with_a_warning(monkeypatch):
     warnings = []
     monkeypatch.setattr(absl_logging, "warning", lambda message, *args: warnings.append(message % args))
     prepared = launch.prepare(launch.TrainRequest(agent="dqn", env="CartPole-v1", preset="dqn-lunarlander"))
-    assert prepared.record.preset == "dqn-lunarlander" and prepared.config.total_env_steps == 400_000
+    assert prepared.record.preset == "dqn-lunarlander" and prepared.config.total_env_steps == 300_000
     assert warnings == ["preset dqn-lunarlander is for LunarLander-v2, LunarLander-v3, not CartPole-v1: its "
                         "hyperparameters may not suit this env"]
+
+
+def test_a_preset_chooses_xla_unless_the_user_did(tmp_path):
+    from tfrl.runtime import RuntimeOptions
+
+    def xla(preset="dqn-lunarlander", **options):
+        request = launch.TrainRequest(agent="dqn", env="LunarLander-v2", preset=preset,
+                                      runtime=RuntimeOptions(**options))
+        return launch.prepare(request).record.runtime.xla
+
+    assert xla() is True  # configs/dqn-lunarlander.json: "runtime": {"xla": true}
+    assert xla(xla=False) is False and xla(preset="dqn-lunarlander-sb3zoo", xla=True) is True
+    assert xla(preset="dqn-lunarlander-sb3zoo") is False and xla(preset="none") is False
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"agent": "dqn", "env_ids": [], "description": "", "hparams": {}, "runtime": {"device": "gpu"}}')
+    with pytest.raises(UsageError, match="runtime must be an object of \\['xla'\\]"):
+        xla(preset=str(bad))
 
 
 def test_prepare_writes_nothing_and_names_the_first_problem(tmp_path):

@@ -48,9 +48,11 @@ class Preset:
     env_ids: tuple[str, ...]
     description: str
     hparams: Mapping[str, Any]
+    runtime: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # defaults of runtime flags: {"xla": bool}
 
 
 _PRESET_KEYS = {"agent", "env_ids", "description", "hparams"}
+_PRESET_RUNTIME_KEYS = {"xla"}  # runtime options a preset may choose; a flag given by the user wins
 
 
 def load_preset_file(path: pathlib.Path) -> Preset:
@@ -58,8 +60,13 @@ def load_preset_file(path: pathlib.Path) -> Preset:
         raw = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise ConfigError(f"preset {path}: cannot read JSON: {e}") from None
-    if not isinstance(raw, dict) or set(raw) != _PRESET_KEYS:
-        raise ConfigError(f"preset {path}: expected exactly the keys {sorted(_PRESET_KEYS)}")
+    if not isinstance(raw, dict) or set(raw) - {"runtime"} != _PRESET_KEYS:
+        raise ConfigError(f"preset {path}: expected the keys {sorted(_PRESET_KEYS)} and optionally \"runtime\"")
+    runtime = raw.get("runtime", {})
+    if not (isinstance(runtime, dict) and set(runtime) <= _PRESET_RUNTIME_KEYS
+            and all(isinstance(value, bool) for value in runtime.values())):
+        raise ConfigError(f"preset {path}: runtime must be an object of {sorted(_PRESET_RUNTIME_KEYS)} "
+                          "set to true or false")
     if not (isinstance(raw["agent"], str) and isinstance(raw["env_ids"], list) and isinstance(raw["hparams"], dict)
             and all(isinstance(env_id, str) for env_id in raw["env_ids"])):
         raise ConfigError(f"preset {path}: agent must be a string, env_ids a list of strings, hparams an object")
@@ -69,6 +76,7 @@ def load_preset_file(path: pathlib.Path) -> Preset:
         env_ids=tuple(raw["env_ids"]),
         description=str(raw["description"]),
         hparams=raw["hparams"],
+        runtime=runtime,
     )
 
 

@@ -99,18 +99,20 @@ def prepare(request: TrainRequest) -> Prepared:
     info = _probe(env)  # one env, made and closed: its spaces are checked here, before any write
     if request.resume:
         config, preset_name = saved.config, saved.preset  # as saved, even if the presets changed since
+        runtime = _resolved_runtime(request.runtime, {"xla": saved.runtime.xla})
     else:
-        config, preset_name = _preset_config(request, spec, env)
+        config, preset_name, preset_runtime = _preset_config(request, spec, env)
+        runtime = _resolved_runtime(request.runtime, preset_runtime)
     config = config_lib.apply_overrides(config, request.hp, "--hp")
     spec.check_env(info)
     memory.check(request.agent, config, info.obs_shape, info.action_size, request.vector_mode)
-    runtime_lib.validate_options(request.runtime)
+    runtime_lib.validate_options(runtime)
     if run_dir is not None:
         cli.check_output_dir("run_dir", run_dir)
     if request.export and request.export_base_path is not None:
         cli.check_output_dir("export_base_path", request.export_base_path)
     record = runs.RunRecord(agent=request.agent, env_id=env.name, seed=request.seed, config=config,
-                            runtime=request.runtime, env_arg=_env_arg(request.env), env_kwargs=dict(env.kwargs),
+                            runtime=runtime, env_arg=_env_arg(request.env), env_kwargs=dict(env.kwargs),
                             preset=preset_name, vector_mode=request.vector_mode,
                             keep_checkpoints=request.keep_checkpoints, env_info=info.to_dict())
     if saved is not None:
@@ -185,16 +187,25 @@ def _check_resume(request: TrainRequest, run_dir: pathlib.Path | None, saved: ru
 
 
 def _preset_config(request: TrainRequest, spec: agents.AgentSpec, env: envs.EnvSpec):
-    """(the agent's config with the preset applied, the preset's name or None)."""
+    """(the agent's config with the preset applied, the preset's name or None, its runtime defaults)."""
     names = [name for name in (_env_arg(request.env), env.id) if name]
     preset = config_lib.find_preset(request.config_dir, request.agent, names, request.preset)
     config = spec.config_cls()
     if preset is None:
-        return config, None
+        return config, None, {}
     if names and not set(names) & set(preset.env_ids):
         logging.warning("preset %s is for %s, not %s: its hyperparameters may not suit this env", preset.name,
                         ", ".join(preset.env_ids), env.name)
-    return config_lib.apply_overrides(config, preset.hparams, f"preset {preset.name}"), preset.name
+    config = config_lib.apply_overrides(config, preset.hparams, f"preset {preset.name}")
+    return config, preset.name, preset.runtime
+
+
+def _resolved_runtime(options: runtime_lib.RuntimeOptions, defaults: Mapping[str, Any]) -> runtime_lib.RuntimeOptions:
+    """`options` with each option the user left unset (None) taken from `defaults` (the preset's, or the resumed
+    run's), else off."""
+    if options.xla is not None:
+        return options
+    return dataclasses.replace(options, xla=bool(defaults.get("xla", False)))
 
 
 def _env_arg(env: Any) -> str | None:
@@ -218,7 +229,7 @@ def execute(prepared: Prepared, stop_requested: Callable[[], bool] = shutdown.ne
     if prepared.complete is not None:
         return RunResult(run_dir=request.run_dir, record=prepared.complete, already_complete=True,
                          saved_model=_path_or_none(prepared.complete.get("saved_model")))
-    runtime = runtime_lib.apply(request.runtime)  # validates first; raises before anything is written
+    runtime = runtime_lib.apply(prepared.record.runtime)  # validates first; raises before anything is written
     training_loop.check_runtime(request.agent, prepared.config, runtime)
     # Python, NumPy and TF global seeds: network initialization (under multi_worker, the chief's initial
     # values are broadcast to every worker when the variables are created).

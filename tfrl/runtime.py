@@ -55,7 +55,8 @@ class RuntimeOptions:
       mixed_precision: Keras global dtype policy: "float32", "mixed_float16"
         (needs loss scaling, see `loss_scaling_needed`) or "mixed_bfloat16".
       xla: compile the train step with XLA (`jit_compile=True`). Recorded here,
-        read by the trainer.
+        read by the trainer. None: as the run's preset says (its "runtime"
+        object), else off; the launcher resolves it before training.
       intra_op_threads: threads used inside one op (e.g. a matmul); 0 = TF's
         default (one per core).
       inter_op_threads: ops run in parallel; 0 = TF's default.
@@ -78,7 +79,7 @@ class RuntimeOptions:
     memory_growth: bool = False
     gpu_memory_limit_mb: int | None = None
     mixed_precision: str = "float32"
-    xla: bool = False
+    xla: bool | None = None
     intra_op_threads: int = 0
     inter_op_threads: int = 0
     logical_cpus: int = 1
@@ -431,7 +432,8 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         f"Keras dtype policy: {', '.join(PRECISION_POLICIES)} (float16 turns on loss scaling).",
         flag_values=flag_values)
     flags.DEFINE_boolean(
-        "xla", default.xla, "Compile the train step with XLA (jit_compile).", flag_values=flag_values)
+        "xla", default.xla, "Compile the train step with XLA (jit_compile). Unset: as the preset says (the "
+        "dqn-lunarlander preset turns it on), else off; --noxla turns it off.", flag_values=flag_values)
     flags.DEFINE_integer(
         "intra_op_threads", default.intra_op_threads,
         "Threads used inside one op, e.g. a matmul; 0 = TF default (one per core).",
