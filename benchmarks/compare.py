@@ -3,8 +3,9 @@
     python benchmarks/compare.py --suite=a2c-cartpole --seeds=0,1,2
     python benchmarks/compare.py --suite=dqn-lunarlander --quick      # a smoke test of a couple of minutes
 
-Suites: dqn-lunarlander, a2c-lunarlander, ppo-lunarlander, dqn-cartpole, a2c-cartpole, ppo-cartpole; each
-trains the rl-baselines3-zoo settings (the suite's `configs/*-sb3zoo.json` preset; PPO's own presets are the zoo's)
+Suites: dqn-lunarlander, a2c-lunarlander, ppo-lunarlander, dqn-cartpole, a2c-cartpole, ppo-cartpole, ppo-pendulum,
+sac-pendulum, ppo-lunarlandercontinuous, sac-lunarlandercontinuous; each
+trains the rl-baselines3-zoo settings (the suite's `configs/*-sb3zoo.json` preset; PPO's and SAC's own presets are the zoo's)
 with both libraries. Runs alternate A B A B
 (tfrl seed 0, SB3 seed 0, tfrl seed 1, ...), one process at a time, so that machine drift hits both.
 Both get the same thread budget: --threads intra-op and inter-op threads (TF's thread settings,
@@ -70,6 +71,10 @@ SUITES = {
     "a2c-cartpole": Suite("a2c", "CartPole-v1", "a2c-cartpole-sb3zoo"),
     "ppo-lunarlander": Suite("ppo", "LunarLander-v3", "ppo-lunarlander"),
     "ppo-cartpole": Suite("ppo", "CartPole-v1", "ppo-cartpole"),
+    "ppo-pendulum": Suite("ppo", "Pendulum-v1", "ppo-pendulum"),
+    "sac-pendulum": Suite("sac", "Pendulum-v1", "sac-pendulum"),
+    "ppo-lunarlandercontinuous": Suite("ppo", "LunarLanderContinuous-v3", "ppo-lunarlandercontinuous"),
+    "sac-lunarlandercontinuous": Suite("sac", "LunarLanderContinuous-v3", "sac-lunarlandercontinuous"),
 }
 
 # Both libraries: no periodic evaluations or checkpoints (SB3 does neither by default).
@@ -79,6 +84,7 @@ QUICK_OVERRIDES = {
     "dqn": {"total_env_steps": 3000, "log_interval": 500, "final_eval_episodes": 5},
     "a2c": {"total_env_steps": 4000, "log_interval": 1000, "final_eval_episodes": 5},
     "ppo": {"total_env_steps": 4096, "log_interval": 1024, "final_eval_episodes": 5},
+    "sac": {"total_env_steps": 2000, "log_interval": 500, "final_eval_episodes": 5},
 }
 
 
@@ -137,6 +143,9 @@ def config_class(agent: str) -> type:
     if agent == "ppo":
         from tfrl.agents.ppo.config import PPOConfig
         return PPOConfig
+    if agent == "sac":
+        from tfrl.agents.sac.config import SACConfig
+        return SACConfig
     from tfrl.agents.a2c.config import A2CConfig
     return A2CConfig
 
@@ -241,10 +250,51 @@ def _random_rollout(rows: int, info, rng):
 
     from tfrl.agents.actor_critic.rollout import Rollout
 
-    return Rollout(obs=rng.normal(size=(rows, *info.obs_shape)).astype(np.float32),
-                   actions=rng.integers(0, info.num_actions, size=rows).astype(np.int32),
+    if info.action_shape:  # a Box: Gaussian samples
+        actions = rng.normal(size=(rows, info.action_size)).astype(np.float32)
+        log_probs = np.full(rows, -0.5 * np.log(2 * np.pi) * info.action_size, np.float32)
+    else:
+        actions = rng.integers(0, info.num_actions, size=rows).astype(np.int32)
+        log_probs = np.full(rows, -np.log(info.num_actions), np.float32)
+    return Rollout(obs=rng.normal(size=(rows, *info.obs_shape)).astype(np.float32), actions=actions,
                    advantages=rng.normal(size=rows).astype(np.float32), returns=rng.normal(size=rows).astype(np.float32),
-                   log_probs=np.full(rows, -np.log(info.num_actions), np.float32), start_env_step=0)
+                   log_probs=log_probs, start_env_step=0)
+
+
+def _env_info(env_id: str):
+    """The EnvInfo of one env of env_id (Discrete or Box actions)."""
+    import gymnasium as gym
+
+    from tfrl.envs import EnvInfo
+
+    probe = gym.make(env_id)
+    space = probe.action_space
+    obs_shape = tuple(probe.observation_space.shape)
+    probe.close()
+    if isinstance(space, gym.spaces.Discrete):
+        return EnvInfo(env_id, obs_shape, int(space.n))
+    return EnvInfo(env_id, obs_shape, 0, action_shape=tuple(space.shape), action_low=tuple(map(float, space.low)),
+                   action_high=tuple(map(float, space.high)))
+
+
+def _sac_floor(config, info, runtime, rng, calls: int, repeats: int):
+    """(wall s, CPU s) per call of SAC's train step on random transitions, K per call, and the run's steps."""
+    import numpy as np
+
+    import dqn_train_step  # noqa: E402  (benchmarks/ is on the path)
+    from tfrl.agents.sac.learning import SACBatch, SACLearner
+
+    learner = SACLearner(config, info, runtime)
+    k, b, d = config.gradient_steps_per_train, config.batch_size, info.action_size
+    normal = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
+    batch = SACBatch({"obs": normal(k, b, *info.obs_shape), "next_obs": normal(k, b, *info.obs_shape),
+                      "action": rng.uniform(-1, 1, (k, b, d)).astype(np.float32), "reward": normal(k, b),
+                      "discount": np.full((k, b), config.gamma, np.float32), "noise_next": normal(k, b, d),
+                      "noise": normal(k, b, d)})
+    wall, cpu = dqn_train_step.time_calls(lambda: learner.update(batch), calls, repeats)
+    first = max(config.learning_starts, config.train_period_env_steps)
+    run_steps = (max(config.total_env_steps - first, 0) // config.train_period_env_steps + 1) * k
+    return wall, cpu, k, run_steps
 
 
 def measure_floor(spec: RunSpec, calls: int, repeats: int) -> dict:
@@ -252,20 +302,16 @@ def measure_floor(spec: RunSpec, calls: int, repeats: int) -> dict:
 
     Call in a fresh process: it applies the thread settings to this process's TensorFlow.
     """
-    import gymnasium as gym
     import numpy as np
 
     sys.path.insert(0, str(BENCHMARKS_DIR))
     import dqn_train_step  # noqa: E402
     from tfrl import runtime as runtime_lib
-    from tfrl.envs import EnvInfo
 
     runtime = runtime_lib.apply(runtime_lib.RuntimeOptions(intra_op_threads=spec.threads,
                                                            inter_op_threads=spec.threads))
     config = config_lib.apply_overrides(config_class(spec.agent)(), spec.hparams, "spec")
-    probe = gym.make(spec.env_id)
-    info = EnvInfo(spec.env_id, tuple(probe.observation_space.shape), int(probe.action_space.n))
-    probe.close()
+    info = _env_info(spec.env_id)
     rng = np.random.default_rng(0)
     if spec.agent == "dqn":
         from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
@@ -275,6 +321,8 @@ def measure_floor(spec: RunSpec, calls: int, repeats: int) -> dict:
                                             info.num_actions, config.gamma, rng)
         wall, cpu = dqn_train_step.time_calls(lambda: learner.update(ReplayBatch(batch, False)), calls, repeats)
         steps_per_call, run_steps = config.gradient_steps_per_train, config.total_gradient_steps
+    elif spec.agent == "sac":
+        wall, cpu, steps_per_call, run_steps = _sac_floor(config, info, runtime, rng, calls, repeats)
     elif spec.agent == "ppo":
         from tfrl.agents.ppo.learning import PPOLearner
 

@@ -139,7 +139,7 @@ def test_sb3_dqn_arguments_are_the_zoo_values():
         train_freq=4, gradient_steps=4,  # the zoo's -1: as many as env steps per train call
         target_update_interval=250, exploration_fraction=0.12, exploration_initial_eps=1.0,
         exploration_final_eps=0.1, max_grad_norm=10.0)
-    assert lunar["policy_kwargs"] == {"net_arch": [256, 256]}
+    assert lunar["policy_kwargs"] == {"net_arch": [256, 256], "optimizer_kwargs": {"eps": 1e-8}}  # torch's Adam default
     cartpole = sb3_runner.dqn_kwargs(compare.run_specs("dqn-cartpole", [0], 1, False)[0].hparams)
     assert {k: cartpole[k] for k in ("learning_rate", "buffer_size", "learning_starts", "batch_size", "train_freq",
                                      "gradient_steps", "target_update_interval", "exploration_fraction",
@@ -149,6 +149,8 @@ def test_sb3_dqn_arguments_are_the_zoo_values():
     assert compare.run_specs("dqn-cartpole", [0], 1, False)[0].hparams["total_env_steps"] == 50_000
     with pytest.raises(UsageError, match="double_dqn"):
         sb3_runner.dqn_kwargs({**compare.run_specs("dqn-cartpole", [0], 1, False)[0].hparams, "double_dqn": True})
+    with pytest.raises(UsageError, match="layer_init=torch"):  # Keras' Glorot init is not what SB3 trains
+        sb3_runner.dqn_kwargs({**compare.run_specs("dqn-cartpole", [0], 1, False)[0].hparams, "layer_init": "glorot"})
 
 
 def test_sb3_ppo_arguments_are_the_zoo_values(monkeypatch):
@@ -168,6 +170,25 @@ def test_sb3_ppo_arguments_are_the_zoo_values(monkeypatch):
     assert (cartpole["n_steps"], cartpole["batch_size"], cartpole["n_epochs"]) == (32, 256, 20)
     with pytest.raises(UsageError, match="no shared actor-critic torso"):
         sb3_runner.ppo_kwargs({**compare.run_specs("ppo-cartpole", [0], 1, False)[0].hparams, "shared_torso": True})
+    with pytest.raises(UsageError, match="normalize_observations=false"):  # SB3 would need a VecNormalize
+        sb3_runner.ppo_kwargs({**compare.run_specs("ppo-pendulum", [0], 1, False)[0].hparams,
+                               "normalize_observations": True})
+    pendulum = sb3_runner.ppo_kwargs(compare.run_specs("ppo-pendulum", [0], 1, False)[0].hparams)
+    assert (pendulum["n_steps"], pendulum["gamma"], pendulum["gae_lambda"], pendulum["n_epochs"]) == (1024, 0.9, 0.95, 10)
+
+
+def test_sb3_sac_arguments_are_the_zoo_values():
+    pendulum = sb3_runner.sac_kwargs(compare.run_specs("sac-pendulum", [0], 1, False)[0].hparams)
+    assert pendulum == dict(
+        learning_rate=1e-3, buffer_size=1_000_000, learning_starts=100, batch_size=256, tau=0.005, gamma=0.99,
+        train_freq=64, gradient_steps=64,  # the zoo's 1 and 1, made 64 at a time (the same replay ratio)
+        ent_coef="auto_1.0", target_entropy="auto", policy_kwargs={"net_arch": [256, 256]})
+    lunar = compare.run_specs("sac-lunarlandercontinuous", [0], 1, False)[0].hparams
+    assert (lunar["total_env_steps"], lunar["learning_starts"], lunar["batch_size"]) == (500_000, 1000, 256)
+    for bad, message in [({"max_grad_norm": 1.0}, "does not clip"), ({"train_in_background": True}, "background"),
+                         ({"normalize_observations": True}, "normalize_observations=false")]:
+        with pytest.raises(UsageError, match=message):
+            sb3_runner.sac_kwargs({**compare.run_specs("sac-pendulum", [0], 1, False)[0].hparams, **bad})
 
 
 def _run_compare_cli(args, hide_sb3=True):

@@ -530,3 +530,16 @@ def test_finite_steps_raise_nothing_and_keep_the_output_layout(runtime):
     loss, q_mean, weights = _call(learner, _stack(HAND_BATCH, 1))
     assert loss == pytest.approx(HAND_DOUBLE_LOSS) and q_mean == pytest.approx(4.5)
     assert [w.shape for w in weights] == [(2, 2), (2,), (2, 2), (2,)]
+
+
+def test_the_layer_init_and_adam_epsilon_reach_the_learner(runtime):
+    """SB3's DQN (PyTorch) initializes biases uniformly and uses Adam's epsilon 1e-8; Keras, zero biases and 1e-7.
+    The SB3 presets choose the former (docs/benchmarks.md, dqn-cartpole)."""
+    torch_like = DQNLearner(DQNConfig(hidden_sizes=(8,), layer_init="torch", adam_epsilon=1e-8), TINY_ENV, runtime)
+    keras_default = DQNLearner(DQNConfig(hidden_sizes=(8,)), TINY_ENV, runtime)
+    bias = torch_like.online.get_layer("torso_0").get_weights()[1]
+    assert np.abs(bias).max() <= 1 / np.sqrt(2) and np.any(bias != 0)  # fan_in 2
+    assert not np.any(keras_default.online.get_layer("torso_0").get_weights()[1])
+    for got, want in zip(torch_like.target.get_weights(), torch_like.online.get_weights()):
+        np.testing.assert_array_equal(got, want)  # the target starts as a copy, whatever the init
+    assert float(torch_like.optimizer.epsilon) == 1e-8 and float(keras_default.optimizer.epsilon) == 1e-7

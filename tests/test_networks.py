@@ -80,3 +80,16 @@ def test_q_network_output_is_float32_under_float32_policy():
     assert keras.mixed_precision.global_policy().name == "float32"
     model = networks.q_network((4,), 2, (8,))
     assert model(np.zeros((1, 4), np.float32)).dtype == "float32"
+
+
+def test_torch_layer_init_draws_kernels_and_biases_within_one_over_sqrt_fan_in():
+    keras.utils.set_random_seed(0)
+    torch_like = networks.q_network((4,), 2, (256, 256), layer_init="torch")
+    glorot = networks.q_network((4,), 2, (256, 256))
+    # fan_in 4, 256, 256: bounds 1/2, 1/16, 1/16 (PyTorch's nn.Linear); Glorot's are sqrt(6/260), sqrt(6/512), ...
+    for layer, bound in [("torso_0", 0.5), ("torso_1", 1 / 16), ("q_head", 1 / 16)]:
+        kernel, bias = torch_like.get_layer(layer).get_weights()
+        assert np.abs(kernel).max() <= bound and np.abs(kernel).max() > 0.95 * bound, layer
+        assert np.abs(bias).max() <= bound and np.abs(bias).std() > 0.2 * bound, layer  # uniform, not zero
+        assert not np.any(glorot.get_layer(layer).get_weights()[1])  # Keras: zero biases
+    assert np.abs(glorot.get_layer("torso_0").get_weights()[0]).max() <= np.sqrt(6 / 260)

@@ -19,26 +19,44 @@ _ACTIVATIONS = {
 }
 
 
-def mlp_torso(inputs, hidden_sizes: Sequence[int], activation: str, name: str = "torso"):
+LAYER_INITS = ("glorot", "torch")
+
+
+def dense_initializers(layer_init: str, fan_in: int) -> dict:
+    """Dense kwargs of a layer init scheme:
+    glorot  Keras' default: kernel U(+-sqrt(6 / (fan_in + fan_out))), bias 0
+    torch   PyTorch's nn.Linear default (SB3's DQN, whose Q-network keeps it): kernel and bias U(+-1/sqrt(fan_in))
+    """
+    if layer_init == "glorot":
+        return {}
+    bound = 1.0 / np.sqrt(fan_in)
+    # VarianceScaling(1/3, fan_in, uniform) draws U(+-sqrt(3 * (1/3) / fan_in)) = U(+-1/sqrt(fan_in)).
+    return {"kernel_initializer": keras.initializers.VarianceScaling(1.0 / 3.0, "fan_in", "uniform"),
+            "bias_initializer": keras.initializers.RandomUniform(-bound, bound)}
+
+
+def mlp_torso(inputs, hidden_sizes: Sequence[int], activation: str, name: str = "torso", layer_init: str = "glorot"):
     x = inputs
     for i, units in enumerate(hidden_sizes):
-        x = keras.layers.Dense(units, activation=activation, name=f"{name}_{i}")(x)
+        x = keras.layers.Dense(units, activation=activation, name=f"{name}_{i}",
+                               **dense_initializers(layer_init, x.shape[-1]))(x)
     return x
 
 
 def q_network(obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
-              dueling: bool = False, name: str = "q_network") -> keras.Model:
+              dueling: bool = False, name: str = "q_network", layer_init: str = "glorot") -> keras.Model:
     """obs [B, *obs_shape] -> Q-values [B, num_actions], always float32 (also under a mixed precision policy)."""
     obs = keras.Input(shape=tuple(obs_shape), name="observation", dtype="float32")
     x = keras.layers.Flatten(name="flatten")(obs) if len(obs_shape) > 1 else obs
-    x = mlp_torso(x, hidden_sizes, "relu")
+    x = mlp_torso(x, hidden_sizes, "relu", layer_init=layer_init)
+    head = dense_initializers(layer_init, x.shape[-1])
     if dueling:
         # Wang et al. 2016, eq. 9: subtracting the mean advantage makes V and A identifiable.
-        value = keras.layers.Dense(1, name="value_head", dtype="float32")(x)  # [B, 1]
-        advantage = keras.layers.Dense(num_actions, name="advantage_head", dtype="float32")(x)  # [B, A]
+        value = keras.layers.Dense(1, name="value_head", dtype="float32", **head)(x)  # [B, 1]
+        advantage = keras.layers.Dense(num_actions, name="advantage_head", dtype="float32", **head)(x)  # [B, A]
         q = value + advantage - keras.ops.mean(advantage, axis=-1, keepdims=True)
     else:
-        q = keras.layers.Dense(num_actions, name="q_head", dtype="float32")(x)
+        q = keras.layers.Dense(num_actions, name="q_head", dtype="float32", **head)(x)
     return keras.Model(obs, q, name=name)
 
 

@@ -22,8 +22,14 @@ class DQNConfig(LoopConfig):
     """Units of each hidden Dense (ReLU) layer of the Q-network."""
     dueling: bool = False
     """Dueling head (Wang et al. 2016): Q = V + A - mean(A)."""
+    layer_init: str = "glorot"
+    """Initial weights of the Q-network's layers: glorot (Keras' default: Glorot-uniform kernels, zero biases) or
+    torch (PyTorch's nn.Linear default, kept by SB3's DQN: kernels and biases uniform in +-1/sqrt(fan_in))."""
     learning_rate: float = 6.3e-4
     """Adam step size at the first gradient step."""
+    adam_epsilon: float = 1e-7
+    """Adam's epsilon, added to sqrt(v) (Keras' default 1e-7; PyTorch's and so SB3's DQN default is 1e-8, added to
+    the bias-corrected sqrt(v))."""
     final_learning_rate_fraction: float = 1.0
     """Step size at the last gradient step, as a fraction of learning_rate; it falls linearly in between
     (1.0 = constant). A decaying step size steadies the final policy."""
@@ -86,7 +92,9 @@ class DQNConfig(LoopConfig):
         for name in ("learning_starts", "max_grad_norm"):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         require_positive_sizes("hidden_sizes", self.hidden_sizes)
+        require(self.layer_init in ("glorot", "torch"), f"layer_init must be glorot or torch, got {self.layer_init!r}")
         require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
+        require(self.adam_epsilon > 0, f"adam_epsilon must be > 0, got {self.adam_epsilon}")
         require(0 <= self.final_learning_rate_fraction <= 1,
                 f"final_learning_rate_fraction must be in [0, 1], got {self.final_learning_rate_fraction}")
         require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")

@@ -86,11 +86,13 @@ class DQNLearner:
         self.check_runtime(config, runtime)
         self._obs_shape = tuple(env.obs_shape)
         with self._placement.scope():
-            self.online = networks.q_network(env.obs_shape, env.num_actions, config.hidden_sizes, config.dueling)
+            self.online = networks.q_network(env.obs_shape, env.num_actions, config.hidden_sizes, config.dueling,
+                                             layer_init=config.layer_init)
             self.target = networks.q_network(env.obs_shape, env.num_actions, config.hidden_sizes, config.dueling,
-                                             name="target_q_network")
+                                             name="target_q_network", layer_init=config.layer_init)
             self.target.set_weights(self.online.get_weights())
-            optimizer = keras.optimizers.Adam(_learning_rate(config), global_clipnorm=config.max_grad_norm or None)
+            optimizer = keras.optimizers.Adam(_learning_rate(config), epsilon=config.adam_epsilon,
+                                              global_clipnorm=config.max_grad_norm or None)
             self.optimizer = runtime_lib.built_optimizer(optimizer, self.online.trainable_variables,
                                                          runtime.options.mixed_precision)
             # The run's total so far (the checkpoint key stays "gradient_steps").
