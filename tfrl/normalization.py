@@ -102,6 +102,29 @@ class ObservationNormalizer:
         self.stats.count = float(self.layer.count.numpy())
 
 
+class NoNormalization:
+    """What an agent without normalize_observations holds in the normalizer's place: observations pass as they are."""
+
+    layer = None
+
+    def observe(self, obs: np.ndarray) -> np.ndarray:
+        return obs
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return obs
+
+    def sync(self) -> None:
+        """Nothing to copy."""
+
+    def load(self) -> None:
+        """Nothing to load."""
+
+
+def observation_normalizer(layer: ObservationNormalization | None) -> ObservationNormalizer | NoNormalization:
+    """The normalizer over a learner's layer, or NoNormalization when it has none."""
+    return NoNormalization() if layer is None else ObservationNormalizer(layer)
+
+
 class RewardScaler:
     """Divides each env's rewards by the running std of its discounted return (SB3's norm_reward)."""
 

@@ -41,24 +41,23 @@ class ActorCriticAgent:
         self._storage = RolloutStorage(config.rollout_length, config.num_envs, env.obs_shape, learner.head)
         self._rollout: Rollout | None = None
         self._metrics: dict[str, float] = {}
-        layer = learner.obs_normalization
-        self._obs_normalizer = None if layer is None else normalization.ObservationNormalizer(layer)
+        self._obs_normalizer = normalization.observation_normalizer(learner.obs_normalization)
         self._reward_scaler = (normalization.RewardScaler(config.num_envs, config.gamma, config.reward_clip)
                                if config.normalize_rewards else None)
 
     def collect(self, env: VectorStepper) -> None:
         start_env_step = env.env_step
         for t in range(self.config.rollout_length):
-            obs = env.obs if self._obs_normalizer is None else self._obs_normalizer.observe(env.obs)
+            obs = self._obs_normalizer.observe(env.obs)
             action, value, policy_params = self.actor.act(obs)
             step = env.step(self.learner.head.env_action(action))
             reward = step.reward if self._reward_scaler is None else self._reward_scaler.scale(step.reward, step.done)
             if step.truncated.any():
                 # A time-limit truncation is no terminal state: bootstrap from V(the episode's last obs).
                 reward = bootstrap_truncated(reward, step.terminated, step.truncated,
-                                             self.actor.value(self._normalized(step.final_obs())), self.config.gamma)
+                                             self.actor.value(self._obs_normalizer(step.final_obs())), self.config.gamma)
             self._storage.record(t, step, obs, action, value, policy_params, reward)
-        last_value = self.actor.value(self._normalized(env.obs))  # V(s_T) [N]; s_T is observed at the next step
+        last_value = self.actor.value(self._obs_normalizer(env.obs))  # V(s_T) [N]; s_T is observed at the next step
         self._rollout = self._storage.finish(last_value, self.config.gamma, self.config.gae_lambda,
                                              self.learner.head, start_env_step)
 
@@ -77,15 +76,10 @@ class ActorCriticAgent:
     def settle(self) -> None:
         """Nothing runs in the background (every update ends in train()); the observation statistics go into the
         layer that checkpoints and the best policy save."""
-        if self._obs_normalizer is not None:
-            self._obs_normalizer.sync()
-
-    def _normalized(self, obs: np.ndarray) -> np.ndarray:
-        """obs as the network takes it: normalized with the statistics as they are, not counted in them."""
-        return obs if self._obs_normalizer is None else self._obs_normalizer(obs)
+        self._obs_normalizer.sync()
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
-        return self.actor.greedy(self._normalized(obs))
+        return self.actor.greedy(self._obs_normalizer(obs))  # frozen statistics: obs are not counted
 
     def serving_policy(self):
         return ac_policy.serving_policy(self.config, self._env_info, self.learner.network,
@@ -99,8 +93,7 @@ class ActorCriticAgent:
     def restore(self, state: Mapping, arrays: Mapping[str, np.ndarray]) -> None:
         checkpoints.set_rng_state(self.actor.rng, state["actor_rng"])
         self._mirror.update([v.numpy() for v in self.learner.network.trainable_variables])
-        if self._obs_normalizer is not None:
-            self._obs_normalizer.load()
+        self._obs_normalizer.load()
         if self._reward_scaler is not None:
             self._reward_scaler.restore(arrays)
 

@@ -63,11 +63,10 @@ class SACAgent:
         self._train_at = max(config.learning_starts, config.train_period_env_steps)
         self._metrics: dict[str, float] = {}
         self._calls = TrainCalls(learner, self._apply, background=config.train_in_background)
-        layer = learner.obs_normalization
-        self._obs_normalizer = None if layer is None else normalization.ObservationNormalizer(layer)
+        self._obs_normalizer = normalization.observation_normalizer(learner.obs_normalization)
 
     def collect(self, env: VectorStepper) -> None:
-        obs = env.obs if self._obs_normalizer is None else self._obs_normalizer.observe(env.obs)
+        obs = self._obs_normalizer.observe(env.obs)
         if env.env_step < self.config.learning_starts:
             squashed = self.rng.uniform(-1.0, 1.0, (env.num_envs, self._size)).astype(np.float32)
         else:
@@ -86,7 +85,7 @@ class SACAgent:
         k, b = config.gradient_steps_per_train, config.batch_size
         transitions = self.replay.sample(b, k)
         for name in ("obs", "next_obs"):  # the replay keeps raw observations
-            transitions[name] = self._normalized(transitions[name])
+            transitions[name] = self._obs_normalizer(transitions[name])
         for name in ("noise_next", "noise"):
             transitions[name] = self._noise_rng.standard_normal((k, b, self._size)).astype(np.float32)
         self._calls.run(SACBatch(transitions))
@@ -100,12 +99,7 @@ class SACAgent:
         """Ends the train call in flight; the observation statistics go into the layer that checkpoints and the
         best policy save."""
         self._calls.settle()
-        if self._obs_normalizer is not None:
-            self._obs_normalizer.sync()
-
-    def _normalized(self, obs: np.ndarray) -> np.ndarray:
-        """obs as the networks take them: normalized with the statistics as they are, not counted in them."""
-        return obs if self._obs_normalizer is None else self._obs_normalizer(obs)
+        self._obs_normalizer.sync()
 
     def _env_action(self, squashed: np.ndarray) -> np.ndarray:
         actions = sac_policy.to_env_action(squashed, self._low, self._high)
@@ -118,7 +112,7 @@ class SACAgent:
         return {"gradient_steps": int(self.learner.gradient_steps_done.numpy())}
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
-        return self._env_action(np.tanh(self._mirror(self._normalized(obs))[0]))
+        return self._env_action(np.tanh(self._mirror(self._obs_normalizer(obs))[0]))
 
     def serving_policy(self):
         return sac_policy.serving_policy(self.config, self._env_info, self.learner.actor,
@@ -138,8 +132,7 @@ class SACAgent:
         checkpoints.set_rng_state(self._noise_rng, state["noise_rng"])
         self.replay.restore_checkpoint_state(arrays, state["replay"])
         self._mirror.update([v.numpy() for v in self.learner.actor.trainable_variables])
-        if self._obs_normalizer is not None:
-            self._obs_normalizer.load()
+        self._obs_normalizer.load()
 
     @staticmethod
     def check_runtime(config: SACConfig, runtime) -> None:
