@@ -105,8 +105,6 @@ class ObservationNormalizer:
 class NoNormalization:
     """What an agent without normalize_observations holds in the normalizer's place: observations pass as they are."""
 
-    layer = None
-
     def observe(self, obs: np.ndarray) -> np.ndarray:
         return obs
 
