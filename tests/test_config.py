@@ -289,3 +289,15 @@ def test_the_walkthrough_evaluates_a_best_policy_only_of_a_run_that_keeps_one():
         preset = config_lib.find_preset(CONFIG_DIR, args["agent"], [args["env"], "LunarLander-v3"])
         config = config_lib.apply_overrides(agents.get(args["agent"]).config_cls(), preset.hparams, preset.name)
         assert config.keep_best_policy, (run_dir, preset.name)
+
+
+@pytest.mark.parametrize("agent, key, value, message", [
+    ("dqn", "layer_init", "he", "layer_init must be glorot or torch"),
+    ("dqn", "adam_epsilon", 0.0, "adam_epsilon must be > 0"),
+    ("ppo", "observation_clip", 0.0, "observation_clip must be > 0"),
+    ("a2c", "reward_clip", -1.0, "reward_clip must be > 0"),
+    ("sac", "observation_clip", 0.0, "observation_clip must be > 0"),
+])
+def test_the_new_settings_refuse_bad_values_in_one_line(agent, key, value, message):
+    with pytest.raises(ConfigError, match=message):
+        config_lib.apply_overrides(agents.get(agent).config_cls(), {key: value}, "--hp")
