@@ -41,7 +41,7 @@ def checkpoint_curve(run_dir: pathlib.Path, episodes: int) -> list[dict]:
     rows = []
     for number in numbers:
         loaded = runs.load_policy(run_dir, number)
-        policy = serving.traced_policy(loaded.policy.outputs, loaded.env.obs_shape)
+        policy = serving.traced_policy(loaded.policy, loaded.env.obs_shape)
         row = {"checkpoint": number, "env_step": loaded.env_step, "episodes": episodes}
         for name, offset in (("periodic", evaluation.PERIODIC_SEED_OFFSET), ("final", evaluation.FINAL_SEED_OFFSET)):
             returns = evaluation.evaluate(policy, run_config.env_id, episodes, seed=run_config.seed + offset)

@@ -105,7 +105,7 @@ def main(argv):
         env_id, env_kwargs = metadata.get("env_id"), metadata.get("env_kwargs") or {}
     else:
         loaded = runs.load_policy(pathlib.Path(FLAGS.run_dir), FLAGS.checkpoint, best=FLAGS.best)
-        policy, obs_shape = serving.traced_policy(loaded.policy.outputs, loaded.env.obs_shape), loaded.env.obs_shape
+        policy, obs_shape = serving.traced_policy(loaded.policy, loaded.env.obs_shape), loaded.env.obs_shape
         env_id, env_kwargs = loaded.run_config.env_id, loaded.run_config.env_kwargs
         which = "the best policy" if FLAGS.best else f"checkpoint {loaded.checkpoint}"
         print(f"{which} of {FLAGS.run_dir} (trained {loaded.env_step} env steps)", flush=True)

@@ -233,8 +233,8 @@ def test_train_step_does_not_retrace_across_batch_sizes_and_learning_rates():
         learner.update(rollout)  # the loop's path: the concrete function
         assert float(learner.optimizer.learning_rate.numpy()) == pytest.approx(1e-3 * (1 - start_env_step / 1000))
         rows = learner.rows.pack(rollout.rows(), batch_dims=1)
-        learner.train_step(rows, np.float32(1e-3))  # the tf.function itself
-        learner.train_step(rows, 1e-3)  # a Python float too
+        learner.train_step(*rows, np.float32(1e-3))  # the tf.function itself
+        learner.train_step(*rows, 1e-3)  # a Python float too
     assert learner.train_step.experimental_get_tracing_count() == 1
 
 

@@ -125,7 +125,7 @@ def test_a2c_loop_keeps_evaluates_and_loads_the_best_policy(tmp_path, monkeypatc
     assert np.abs(best_values - last_values).max() > 1e-3  # training moved V, so the two policies are told apart
     _, loaded_values = loaded.policy.model(probe_obs)
     np.testing.assert_allclose(np.asarray(loaded_values), best_values, rtol=1e-4, atol=1e-4)
-    policy = serving.traced_policy(loaded.policy.outputs, loaded.env.obs_shape)
+    policy = serving.traced_policy(loaded.policy, loaded.env.obs_shape)
     selection = evaluation.evaluate(policy, "CartPole-v1", 4, seed=SEED + evaluation.PERIODIC_SEED_OFFSET)
     np.testing.assert_array_equal(selection, best_real_returns)
     replayed = evaluation.evaluate(policy, "CartPole-v1", 6, seed=SEED + evaluation.FINAL_SEED_OFFSET)

@@ -374,18 +374,23 @@ def test_train_killed_with_sigkill_resumes_and_finishes(tmp_path):
 
     # 2. The same command resumes (the run dir holds this config); killed at a random moment after it has
     #    written a checkpoint of its own: maybe while training, evaluating, or writing the next checkpoint.
+    #    The moment: after one of its first three checkpoints, plus less than the ~0.2 s between two, so that
+    #    it is killed before it ends (a run that finished first would leave nothing to test).
     run = _Run(train_args, tmp_path, "2")
-    run.wait_for(lambda: latest() > first, "a checkpoint after the resume")
-    delay = random.Random().uniform(0.0, 2.0)
+    rng = random.Random()
+    killed_after = first + rng.randint(1, 3)
+    run.wait_for(lambda: latest() >= killed_after, f"checkpoint {killed_after}")
+    delay = rng.uniform(0.0, 0.15)
     time.sleep(delay)
     run.kill()
+    assert run.process.returncode == -signal.SIGKILL, "run 2 ended before it was killed\n" + logs()
     assert f"restored checkpoint {first}" in run.stderr(), logs()
 
     # 3. The newest checkpoint is damaged: --resume reports it, falls back to the previous one, and finishes.
     newest = latest()
     _truncate(run_dir / "checkpoints" / f"ckpt-{newest}.data-00000-of-00001")
     run = _Run(["--resume", f"--run_dir={run_dir}"], tmp_path, "3")
-    context = f"run 2 was killed {delay:.2f} s after checkpoint {first + 1}; checkpoint {newest} damaged\n"
+    context = f"run 2 was killed {delay:.2f} s after checkpoint {killed_after}; checkpoint {newest} damaged\n"
     assert run.process.wait(timeout=120) == 0, context + logs()
     stderr = run.stderr()
     assert f"checkpoint {newest} is unusable" in stderr and f"ckpt-{newest}.data-00000-of-00001" in stderr, \

@@ -223,7 +223,7 @@ for name in ("mirrored", "mirrored_xla", "one_device"):
 mirrored_learner = DQNLearner(dqn_config, env, mirrored)
 whole_step = tf.function(mirrored_learner._train_step, jit_compile=True)
 try:
-    whole_step(mirrored_learner.rows.pack(dqn_batch, batch_dims=2), tf.constant(False))
+    whole_step(*mirrored_learner.rows.pack(dqn_batch, batch_dims=2), tf.constant(False))
     jit_error = None
 except Exception as e:
     jit_error = f"{type(e).__name__}: {e}"

@@ -83,7 +83,8 @@ def test_make_vector_env_shapes_and_env_info():
         assert env.first_obs.dtype == np.float32
         info = envs.env_info(env, "CartPole-v1")
         assert info == envs.EnvInfo(env_id="CartPole-v1", obs_shape=(4,), num_actions=2)
-        assert info.to_dict() == {"env_id": "CartPole-v1", "obs_shape": [4], "num_actions": 2}
+        assert info.to_dict() == {"env_id": "CartPole-v1", "obs_shape": [4], "num_actions": 2, "obs_dtype": "float32",
+                                  "frame_stack": 0}
         next_obs, reward, terminated, truncated, _ = env.step(np.zeros(3, np.int64))
         assert next_obs.shape == (3, 4) and reward.shape == (3,)
         assert terminated.shape == (3,) and truncated.shape == (3,)

@@ -184,8 +184,8 @@ def test_the_update_does_not_retrace_across_rollout_sizes_and_schedules():
         minibatches = minibatch_indices(0, 0, 1, rows, 4)
         packed = learner.rows.pack({"obs": batch["obs"], "action": batch["actions"], "advantage": batch["advantages"],
                                     "return": batch["returns"], "log_prob": batch["old_log_probs"]}, batch_dims=1)
-        learner.train_step(packed, minibatches, np.float32(learning_rate), np.float32(clip_range))
-        learner.train_step(packed, minibatches, learning_rate, clip_range)  # Python floats too
+        learner.train_step(*packed, minibatches, np.float32(learning_rate), np.float32(clip_range))
+        learner.train_step(*packed, minibatches, learning_rate, clip_range)  # Python floats too
     assert learner.train_step.experimental_get_tracing_count() == 1
 
 
@@ -289,7 +289,7 @@ def test_the_loop_learns_cartpole_and_logs_the_ppo_metrics(tmp_path):
                                                           "hparams": {}}))
     loaded = runs.load_policy(tmp_path)
     assert loaded.env_step == 12_288
-    policy = serving.traced_policy(loaded.policy.outputs, loaded.env.obs_shape)
+    policy = serving.traced_policy(loaded.policy, loaded.env.obs_shape)
     replayed = evaluation.evaluate(policy, "CartPole-v1", 10, seed=evaluation.FINAL_SEED_OFFSET)
     assert float(replayed.mean()) == pytest.approx(final["return_mean"])
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

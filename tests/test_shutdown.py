@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tfrl import memory, shutdown
+from tfrl.envs import EnvInfo
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.errors import UsageError
@@ -64,15 +65,33 @@ def test_a_launcher_killed_while_it_sets_up_exits_with_one_line(tmp_path):
 ])
 def test_the_memory_a_config_needs_is_estimated_and_refused_over_what_is_available(agent, config, expected):
     name, size = expected
-    parts = memory.estimate(agent, config, 4, 2)
+    parts = memory.estimate(agent, config, (4,), 2)
     assert parts[name] == size
+    cartpole = EnvInfo("CartPole-v1", (4,), 2)
     with pytest.raises(UsageError, match=rf"this run needs about [\d.]+ (TB|PB) of memory \({name} "):
-        memory.check(agent, config, (4,), 2)
-    memory.check("dqn", DQNConfig(), (4,), 2)  # the defaults fit
+        memory.check(agent, config, cartpole)
+    memory.check("dqn", DQNConfig(), cartpole)  # the defaults fit
 
 
 def test_network_memory_counts_parameters_and_activations():
     # hidden (10,): 4*10 + 10 + 10*3 + 3 = 83 parameters (a dueling head's value counted: 2 + 1 outputs),
     # 8 copies of 4 bytes; activations: 3 x (batch 2 x K 1 rows) x (10 + 4) x 4 bytes.
     config = DQNConfig(hidden_sizes=(10,), batch_size=2, gradient_steps_per_train=1, replay_capacity=10)
-    assert memory.estimate("dqn", config, 4, 2)["networks"] == 8 * 83 * 4 + 3 * 2 * 14 * 4
+    assert memory.estimate("dqn", config, (4,), 2)["networks"] == 8 * 83 * 4 + 3 * 2 * 14 * 4
+
+
+def test_image_replay_memory_counts_one_uint8_frame_per_transition():
+    # Atari: 84x84 frames, 4 stacked. Per transition: the frame and its predecessor's ref (7056 + 8 bytes, with
+    # 2 % to spare: 7205), two int64 refs, action, reward and discount (28): 7233 bytes; 1M of them, 7.2 GB.
+    config = DQNConfig(replay_capacity=1_000_000, hidden_sizes=(512,))
+    parts = memory.estimate("dqn", config, (84, 84, 4), 6, obs_dtype="uint8", frame_stack=4)
+    assert parts["replay"] == 1_000_000 * ((84 * 84 + 8) * 51 // 50 + 16 + 12)
+    # Unstacked uint8 images: two whole observations per transition, a quarter of float32's bytes.
+    parts = memory.estimate("dqn", DQNConfig(replay_capacity=1000), (10, 5, 1), 3, obs_dtype="uint8")
+    assert parts["replay"] == 1000 * (2 * 50 + 12)
+    # The Nature CNN's parameters: convolutions (8*8*4*32 + 32) + (4*4*32*64 + 64) + (3*3*64*64 + 64) = 77,984;
+    # 7*7*64 = 3136 features into 512 units (1,606,144) and those into 6 + 1 outputs (3,591).
+    parts = memory.estimate("dqn", DQNConfig(hidden_sizes=(512,), batch_size=32, gradient_steps_per_train=1),
+                            (84, 84, 4), 6, obs_dtype="uint8", frame_stack=4)
+    activations = 512 + 20 * 20 * 32 + 9 * 9 * 64 + 7 * 7 * 64 + 84 * 84 * 4
+    assert parts["networks"] == 8 * (77_984 + 1_606_144 + 3_591) * 4 + 3 * 32 * activations * 4

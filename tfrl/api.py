@@ -100,9 +100,11 @@ class Policy:
     """
 
     def __init__(self, outputs: Callable[[np.ndarray], Mapping[str, Any]], obs_shape: Sequence[int],
-                 source: str, metadata: Mapping[str, Any] | None = None, keep_alive: Any = None):
+                 source: str, metadata: Mapping[str, Any] | None = None, keep_alive: Any = None,
+                 obs_dtype: str = "float32"):
         self._outputs = outputs
         self.obs_shape = tuple(obs_shape)
+        self.obs_dtype = np.dtype(obs_dtype)  # float32, or uint8 for images
         self.source = source
         self.metadata = metadata
         self._keep_alive = keep_alive  # a loaded SavedModel: its signature needs it alive
@@ -112,12 +114,18 @@ class Policy:
         return {name: np.asarray(value) for name, value in self._outputs(batch).items()}
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        obs = np.asarray(obs, np.float32)
+        obs = self._as_array(obs)
         actions = self.outputs(obs)["action"]
         return actions[0] if obs.shape == self.obs_shape else actions
 
+    def _as_array(self, obs) -> np.ndarray:
+        obs = np.asarray(obs)
+        if self.obs_dtype == np.uint8 and obs.dtype != np.uint8:  # a float image would be silently truncated
+            raise UsageError(f"{self.source} takes uint8 observations (images), got {obs.dtype}")
+        return obs.astype(self.obs_dtype, copy=False)
+
     def _as_batch(self, obs) -> np.ndarray:
-        obs = np.asarray(obs, np.float32)
+        obs = self._as_array(obs)
         if obs.shape == self.obs_shape:
             return obs[None]
         if obs.shape[1:] != self.obs_shape:
@@ -136,8 +144,9 @@ def load_policy(path: str | pathlib.Path, checkpoint: int | None = None, best: b
     path = pathlib.Path(path)
     if (path / runs.CONFIG_FILE).is_file():
         loaded = runs.load_policy(path, checkpoint, best)
-        traced = serving.traced_outputs(loaded.policy.outputs, loaded.env.obs_shape)
-        return Policy(traced, loaded.env.obs_shape, source=f"{path} ({'best policy' if best else f'checkpoint {loaded.checkpoint}'})")
+        traced = serving.traced_outputs(loaded.policy, loaded.env.obs_shape)
+        source = f"{path} ({'best policy' if best else f'checkpoint {loaded.checkpoint}'})"
+        return Policy(traced, loaded.env.obs_shape, source=source, obs_dtype=loaded.env.obs_dtype)
     if checkpoint is not None or best:
         raise UsageError(f"{path} is not a run directory: checkpoint and best apply to run directories only")
     versions = export.version_numbers(path)
@@ -145,4 +154,4 @@ def load_policy(path: str | pathlib.Path, checkpoint: int | None = None, best: b
         path = path / str(versions[-1])
     served = serving.load(path)
     return Policy(served.outputs, served.obs_shape, source=str(path), metadata=served.metadata,
-                  keep_alive=served.saved_model)
+                  keep_alive=served.saved_model, obs_dtype=served.obs_dtype)

@@ -198,6 +198,26 @@ def _type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
+TORSOS = ("auto", "mlp", "nature_cnn", "minatar_cnn")  # tfrl.networks describes them
+NATURE_CNN_MIN_SIZE = 36  # the smallest height and width its three valid convolutions leave 1x1 or more of
+
+
+def resolved_torso(torso: str, obs_shape: Sequence[int], obs_dtype: str) -> str:
+    """The torso a network gets: "auto" is a CNN for HWC uint8 images (nature_cnn from 36x36 up, minatar_cnn
+    below), an MLP otherwise. ConfigError for a CNN asked for observations that are not HWC images."""
+    image = obs_dtype == "uint8" and len(obs_shape) == 3
+    if torso == "auto":
+        if not image:
+            return "mlp"
+        return "nature_cnn" if min(obs_shape[:2]) >= NATURE_CNN_MIN_SIZE else "minatar_cnn"
+    if torso != "mlp" and not image:
+        raise ConfigError(f"torso={torso} takes HWC uint8 image observations, got {obs_dtype} {tuple(obs_shape)}")
+    if torso == "nature_cnn" and min(obs_shape[:2]) < NATURE_CNN_MIN_SIZE:
+        raise ConfigError(f"torso=nature_cnn needs images of at least {NATURE_CNN_MIN_SIZE}x{NATURE_CNN_MIN_SIZE}, "
+                          f"got {tuple(obs_shape)}; use minatar_cnn")
+    return torso
+
+
 def require(condition: bool, message: str) -> None:
     """Range check for a config's __post_init__; raised as ConfigError by apply_overrides."""
     if not condition:

@@ -20,7 +20,10 @@ import numpy as np
 from absl import logging
 from gymnasium.vector import AutoresetMode
 
+from tfrl import atari_preprocessing, image_envs
 from tfrl.errors import UsageError
+
+image_envs.register()
 
 
 class EnvIdError(UsageError):
@@ -32,11 +35,12 @@ _ALIASES = {
     "LunarLander-v2": "LunarLander-v3",
     "LunarLanderContinuous-v2": "LunarLanderContinuous-v3",
 }
-# Packages that register ids in gymnasium when imported: (how to recognize their ids, module, what to install).
+# Packages that register ids in gymnasium: (how to recognize their ids, module, how it registers, what to install).
 _PLUGINS = (
-    (lambda env_id: env_id.startswith("ALE/") or env_id.endswith("NoFrameskip-v4"), "ale_py",
+    (atari_preprocessing.is_atari, "ale_py", gym.register_envs,  # registers when imported
      "pip install 'tfrl[atari]' (ale-py, with the Atari ROMs)"),
-    (lambda env_id: env_id.startswith("MinAtar/"), "minatar", "pip install minatar"),
+    (lambda env_id: env_id.startswith("MinAtar/"), "minatar.gym", lambda module: module.register_envs(),
+     "pip install minatar"),
 )
 _warned_aliases: set[str] = set()
 _warn_lock = threading.Lock()
@@ -78,10 +82,10 @@ def _import_registering_module(module: str, env_id: str) -> None:
 
 
 def _import_plugin(env_id: str) -> None:
-    for matches, module, install in _PLUGINS:
+    for matches, module, register, install in _PLUGINS:
         if matches(env_id):
             try:
-                gym.register_envs(importlib.import_module(module))
+                register(importlib.import_module(module))
             except ImportError:
                 raise EnvIdError(f"{env_id} is registered by the {module} package, which is not installed: "
                                  f"{install}") from None
@@ -103,8 +107,16 @@ class EnvSpec:
             return self.id
         return f"{getattr(self.factory, '__module__', '?')}.{getattr(self.factory, '__qualname__', repr(self.factory))}"
 
-    def make(self, **options) -> gym.Env:
-        """One env with its observations as tfrl's networks take them (observation_adapter)."""
+    @property
+    def atari(self) -> bool:
+        return self.id is not None and atari_preprocessing.is_atari(self.id)
+
+    def make(self, training: bool = False, **options) -> gym.Env:
+        """One env with its observations as tfrl's networks take them (observation_adapter), and episode statistics
+        (RecordEpisodeStatistics) of the game's own score. Atari ids get the standard preprocessing
+        (tfrl.atari_preprocessing); `training` adds its training-only parts (life loss, reward clipping)."""
+        if self.atari:
+            return atari_preprocessing.make(self.id, training, options, self.kwargs)
         if self.id is not None:
             env = gym.make(self.id, disable_env_checker=True, **options, **self.kwargs)
         else:
@@ -112,7 +124,7 @@ class EnvSpec:
             if not isinstance(env, gym.Env):
                 raise EnvIdError(f"the env factory {self.name} returned {type(env).__name__}, not a gymnasium.Env")
         adapter = observation_adapter(env.observation_space, self.name)
-        return env if adapter is None else adapter(env)
+        return gym.wrappers.RecordEpisodeStatistics(env if adapter is None else adapter(env))
 
 
 def as_spec(env: EnvSpec | str | Callable[..., gym.Env], kwargs: Mapping[str, Any] | None = None) -> EnvSpec:
@@ -129,10 +141,13 @@ def as_spec(env: EnvSpec | str | Callable[..., gym.Env], kwargs: Mapping[str, An
 def observation_adapter(space: gym.Space, env_name: str):
     """The gymnasium wrapper class that turns `space` into what tfrl's networks take, None if it needs none.
 
-    Box observations of any shape are taken as they are (the networks flatten them). Discrete, MultiDiscrete
+    Box observations of any shape are taken as they are (the networks flatten them, or convolve uint8
+    images). Boolean Box ones (MinAtar's grids) become uint8 images of 0 and 255. Discrete, MultiDiscrete
     and MultiBinary ones become float vectors (one-hot for Discrete) through FlattenObservation. Dict and
     Tuple spaces are refused: which parts matter and how is the env author's call.
     """
+    if isinstance(space, gym.spaces.Box) and space.dtype == np.bool_:
+        return _bool_to_uint8
     if isinstance(space, gym.spaces.Box):
         return None
     if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
@@ -140,6 +155,17 @@ def observation_adapter(space: gym.Space, env_name: str):
     raise EnvIdError(f"{env_name} has observation space {space}; tfrl takes Box, Discrete, MultiDiscrete and "
                      "MultiBinary observations: wrap the env in gymnasium.wrappers.FlattenObservation (or pick "
                      "the parts you need) to train on it")
+
+
+def _bool_to_uint8(env: gym.Env) -> gym.Env:
+    space = gym.spaces.Box(0, 255, env.observation_space.shape, np.uint8)
+    return gym.wrappers.TransformObservation(env, lambda obs: np.asarray(obs, np.uint8) * np.uint8(255), space)
+
+
+def observation_dtype(space: gym.Space) -> np.dtype:
+    """How observations are stored and fed to the networks: uint8 Boxes (images) as uint8, 4x smaller than
+    float32 (the networks scale them to [0, 1]); everything else as float32."""
+    return np.dtype(np.uint8) if space.dtype == np.uint8 else np.dtype(np.float32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +178,13 @@ class EnvInfo:
     action_shape: tuple[int, ...] = ()  # Box actions: the shape of one action
     action_low: tuple[float, ...] = ()  # Box actions: the bounds, flattened
     action_high: tuple[float, ...] = ()
+    obs_dtype: str = "float32"  # "uint8" for images (observation_dtype)
+    frame_stack: int = 0  # observations stack this many frames in their last axis (Atari: 4); 0 if not
+
+    @property
+    def image(self) -> bool:
+        """HWC uint8 observations: what the CNN torsos take."""
+        return self.obs_dtype == "uint8" and len(self.obs_shape) == 3
 
     @property
     def continuous(self) -> bool:
@@ -163,7 +196,8 @@ class EnvInfo:
         return self.num_actions or int(np.prod(self.action_shape))
 
     def to_dict(self):
-        record = {"env_id": self.env_id, "obs_shape": list(self.obs_shape), "num_actions": self.num_actions}
+        record = {"env_id": self.env_id, "obs_shape": list(self.obs_shape), "num_actions": self.num_actions,
+                  "obs_dtype": self.obs_dtype, "frame_stack": self.frame_stack}
         if self.continuous:
             record.update(action_shape=list(self.action_shape), action_low=list(self.action_low),
                           action_high=list(self.action_high))
@@ -173,13 +207,16 @@ class EnvInfo:
     def from_dict(cls, record: Mapping[str, Any], env_id: str | None = None) -> EnvInfo:
         return cls(env_id or record["env_id"], tuple(record["obs_shape"]), int(record["num_actions"]),
                    tuple(record.get("action_shape", ())), tuple(record.get("action_low", ())),
-                   tuple(record.get("action_high", ())))
+                   tuple(record.get("action_high", ())), record.get("obs_dtype", "float32"),
+                   int(record.get("frame_stack", 0)))
 
 
-def make_vector_env(env: EnvSpec | str, num_envs: int, seed: int, vector_mode: str = "sync") -> gym.vector.VectorEnv:
+def make_vector_env(env: EnvSpec | str, num_envs: int, seed: int, vector_mode: str = "sync",
+                    training: bool = False) -> gym.vector.VectorEnv:
     """`num_envs` copies of `env` in SAME_STEP autoreset mode, each with episode statistics, seeded seed..seed+n-1.
+    `training`: the copies a run trains on (EnvSpec.make), not the ones it evaluates on.
 
-    Returns the env already reset, with its first observations in `env.first_obs`.
+    Returns the env already reset, with its first observations in `env.first_obs` (in `env.obs_dtype`).
     """
     spec = as_spec(env)
     if vector_mode not in VECTOR_MODES:
@@ -188,7 +225,7 @@ def make_vector_env(env: EnvSpec | str, num_envs: int, seed: int, vector_mode: s
         raise UsageError(f"num_envs must be >= 1, got {num_envs}")
 
     def one_env():
-        return gym.wrappers.RecordEpisodeStatistics(spec.make())
+        return spec.make(training=training)
 
     env_fns = [one_env] * num_envs
     vector_kwargs = {"autoreset_mode": AutoresetMode.SAME_STEP, "copy": False}  # copy=False: the loop copies
@@ -196,13 +233,15 @@ def make_vector_env(env: EnvSpec | str, num_envs: int, seed: int, vector_mode: s
         vector_env = gym.vector.SyncVectorEnv(env_fns, **vector_kwargs)
     else:
         vector_env = gym.vector.AsyncVectorEnv(env_fns, **vector_kwargs)
+    vector_env.obs_dtype = observation_dtype(vector_env.single_observation_space)
+    vector_env.frame_stack = atari_preprocessing.frame_stack(spec.kwargs) if spec.atari else 0
     try:
         env_info(vector_env, spec.name)  # the action space is one tfrl can act in
     except EnvIdError:
         vector_env.close()
         raise
     obs, _ = vector_env.reset(seed=seed)
-    vector_env.first_obs = np.array(obs, dtype=np.float32)
+    vector_env.first_obs = np.array(obs, dtype=vector_env.obs_dtype)
     return vector_env
 
 
@@ -212,21 +251,22 @@ def reset_for_resume(env: gym.vector.VectorEnv, seed: int, env_step: int) -> np.
     Seeded from (seed, env_step), so a resume is reproducible and differs from the run's first reset.
     """
     obs, _ = env.reset(seed=int(np.random.SeedSequence([seed, env_step]).generate_state(1)[0]))
-    return np.array(obs, dtype=np.float32)
+    return np.array(obs, dtype=env.obs_dtype)
 
 
 def env_info(env: gym.vector.VectorEnv, env_id: str) -> EnvInfo:
     """The env's EnvInfo; EnvIdError for an action space tfrl cannot act in."""
     space, obs_shape = env.single_action_space, tuple(env.single_observation_space.shape)
+    observations = {"obs_dtype": env.obs_dtype.name, "frame_stack": env.frame_stack}
     if isinstance(space, gym.spaces.Discrete):
-        return EnvInfo(env_id=env_id, obs_shape=obs_shape, num_actions=int(space.n))
+        return EnvInfo(env_id=env_id, obs_shape=obs_shape, num_actions=int(space.n), **observations)
     if isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.floating):
         low, high = np.asarray(space.low, np.float64).ravel(), np.asarray(space.high, np.float64).ravel()
         if not (np.isfinite(low).all() and np.isfinite(high).all()):
             raise EnvIdError(f"{env_id} has Box actions with infinite bounds ({space}): tfrl clips actions to the "
                              "bounds; give the env finite ones (gymnasium.wrappers.ClipAction or RescaleAction)")
         return EnvInfo(env_id=env_id, obs_shape=obs_shape, num_actions=0, action_shape=tuple(space.shape),
-                       action_low=tuple(low.tolist()), action_high=tuple(high.tolist()))
+                       action_low=tuple(low.tolist()), action_high=tuple(high.tolist()), **observations)
     raise EnvIdError(f"{env_id} has action space {space}; tfrl agents act in Discrete or (float) Box spaces")
 
 
@@ -235,7 +275,7 @@ def next_obs_for_storage(next_obs: np.ndarray, done: np.ndarray, infos: dict) ->
 
     In SAME_STEP mode `next_obs[i]` of a finished env is already the next episode's reset observation.
     """
-    stored = np.array(next_obs, dtype=np.float32)  # a copy: the vector env reuses its buffer (copy=False)
+    stored = np.array(next_obs)  # a copy: the vector env reuses its buffer (copy=False)
     if done.any():
         final_obs = infos["final_obs"]
         for i in np.flatnonzero(done):
@@ -244,18 +284,24 @@ def next_obs_for_storage(next_obs: np.ndarray, done: np.ndarray, infos: dict) ->
 
 
 def finished_episodes(done: np.ndarray, infos: dict) -> list[tuple[float, int]]:
-    """(return, length) of each episode that ended at this vector step, from RecordEpisodeStatistics."""
+    """(return, length) of each episode that ended at this vector step, from RecordEpisodeStatistics.
+
+    An env can be done without an episode to report: Atari training ends an "episode" at each lost life, while
+    the game's score and length are recorded when the game ends."""
     if not done.any():
         return []
-    episode = infos["final_info"]["episode"]
-    return [(float(episode["r"][i]), int(episode["l"][i])) for i in np.flatnonzero(done)]
+    final_info = infos["final_info"]
+    if "episode" not in final_info:
+        return []
+    episode, recorded = final_info["episode"], final_info.get("_episode", done)
+    return [(float(episode["r"][i]), int(episode["l"][i])) for i in np.flatnonzero(done & recorded)]
 
 
 @dataclasses.dataclass(frozen=True)
 class VectorStep:
     """One step of a vector env: what was acted on, and what came back."""
 
-    obs: np.ndarray  # s_t [N, *obs_shape] float32, the observations the actions were chosen on
+    obs: np.ndarray  # s_t [N, *obs_shape] (float32, or uint8 images), the observations the actions were chosen on
     action: np.ndarray  # a_t [N]
     reward: np.ndarray  # r_t [N]
     terminated: np.ndarray  # [N] bool: the episode reached a terminal state
@@ -268,7 +314,7 @@ class VectorStep:
         return self.terminated | self.truncated
 
     def final_obs(self) -> np.ndarray:
-        """s_{t+1} [N, ...] float32: next_obs, with the true last obs where an episode ended (next_obs_for_storage)."""
+        """s_{t+1} [N, ...]: next_obs, with the true last obs where an episode ended (next_obs_for_storage)."""
         return next_obs_for_storage(self.next_obs, self.done, self.infos)
 
 
@@ -281,7 +327,7 @@ class VectorStepper:
     def __init__(self, env: gym.vector.VectorEnv, on_episode: Callable[[int, float, int], None]):
         self.env = env
         self.num_envs = env.num_envs
-        self.obs = env.first_obs  # [N, *obs_shape] float32
+        self.obs = env.first_obs  # [N, *obs_shape] in env.obs_dtype
         self.env_step = 0  # transitions so far, summed over the envs
         self._on_episode = on_episode
 
@@ -291,7 +337,7 @@ class VectorStepper:
         step = VectorStep(self.obs, action, reward, terminated, truncated, next_obs, infos)
         for episode_return, length in finished_episodes(step.done, infos):
             self._on_episode(self.env_step, episode_return, length)
-        self.obs = np.array(next_obs, dtype=np.float32)  # a copy: the vector env reuses its buffer
+        self.obs = np.array(next_obs, dtype=self.env.obs_dtype)  # a copy: the vector env reuses its buffer
         return step
 
     def resume_at(self, seed: int, env_step: int) -> None:

@@ -40,7 +40,7 @@ def evaluate_episodes(policy: Policy, env_id: str, num_episodes: int, seed: int,
         lengths: list[int] = []
         done_counts = np.zeros(num_envs, dtype=np.int64)
         while (done_counts < quota).any():
-            obs, _, terminated, truncated, infos = env.step(policy(np.asarray(obs, dtype=np.float32)))
+            obs, _, terminated, truncated, infos = env.step(policy(np.asarray(obs, dtype=env.obs_dtype)))
             done = terminated | truncated
             if done.any():
                 episode = infos["final_info"]["episode"]
@@ -75,7 +75,7 @@ def render_episode(policy: Policy, env_id: str, seed: int, stats: dict | None = 
         yield env.render()
         episode_return, length, done = 0.0, 0, False
         while not done:
-            action = policy(np.asarray(obs, dtype=np.float32)[None])[0]
+            action = policy(np.asarray(obs, dtype=envs.observation_dtype(env.observation_space))[None])[0]
             obs, reward, terminated, truncated, _ = env.step(int(action) if np.ndim(action) == 0 else action)
             episode_return += float(reward)
             length += 1

@@ -9,8 +9,8 @@ gets max(existing) + 1, starting at 1. The SavedModel is written to a hidden
 temporary directory beside the versions (a non-numeric name, which TF Serving
 ignores) and renamed into place, so a version directory is complete or absent.
 
-The signature `serving_default` takes one float32 tensor "observation"
-[None, *obs_shape] and returns the agent's outputs, e.g. {"action": int64 [B],
+The signature `serving_default` takes one tensor "observation" [None, *obs_shape],
+float32 (uint8 for image observations, which the network scales itself), and returns the agent's outputs, e.g. {"action": int64 [B],
 "q_values": float32 [B, A]} for DQN. Exploration is never exported: an agent
 exports its greedy policy. The SavedModel needs TensorFlow only, not tfrl.
 
@@ -48,7 +48,7 @@ INPUT_NAME = "observation"
 class ServingPolicy:
     """What an agent exports: its Keras model and the greedy outputs computed from it.
 
-    outputs: observation [B, *obs_shape] float32 -> dict of named tensors, e.g.
+    outputs: observation [B, *obs_shape] (obs_dtype) -> dict of named tensors, e.g.
       {"action": int64 [B], "q_values": [B, A]} or {"action", "logits", "value"}.
       It may use only the variables of `model` and `observation_normalization` (the ones tracked).
     checkpoint_items: the subset of the agent's training checkpoint trackables
@@ -60,6 +60,11 @@ class ServingPolicy:
     outputs: Callable[[tf.Tensor], Mapping[str, tf.Tensor]]
     checkpoint_items: Mapping[str, Any]
     observation_normalization: keras.layers.Layer | None = None  # tracked too: `outputs` runs it before `model`
+
+    @property
+    def obs_dtype(self) -> tf.DType:
+        """What the observation input takes: the model's (float32, or uint8 for images)."""
+        return tf.as_dtype(self.model.inputs[0].dtype)
 
 
 def version_numbers(model_dir: pathlib.Path) -> list[int]:
@@ -86,7 +91,7 @@ def export_saved_model(policy: ServingPolicy, obs_shape: Sequence[int], base_pat
     archive.add_endpoint(
         name=SIGNATURE,  # named so, write_out does not add a second alias of it
         fn=policy.outputs,
-        input_signature=[tf.TensorSpec([None, *obs_shape], tf.float32, name=INPUT_NAME)],
+        input_signature=[tf.TensorSpec([None, *obs_shape], policy.obs_dtype, name=INPUT_NAME)],
     )
     tmp_dir = model_dir / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:

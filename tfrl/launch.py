@@ -104,8 +104,8 @@ def prepare(request: TrainRequest) -> Prepared:
         config, preset_name, preset_runtime = _preset_config(request, spec, env)
         runtime = _resolved_runtime(request.runtime, preset_runtime)
     config = config_lib.apply_overrides(config, request.hp, "--hp")
-    spec.check_env(info)
-    memory.check(request.agent, config, info.obs_shape, info.action_size, request.vector_mode)
+    spec.check_env(info, config)
+    memory.check(request.agent, config, info, request.vector_mode)
     runtime_lib.validate_options(runtime)
     if run_dir is not None:
         cli.check_output_dir("run_dir", run_dir)

@@ -4,7 +4,8 @@ A run whose estimate exceeds the memory the machine has available is refused wit
 needs and for what (a replay of 10^11 transitions, 10^8 envs or layers of 10^8 units would otherwise grow until
 the kernel kills the process, or swap it to a halt). The estimate counts what grows with the config:
 
-    replay       DQN: capacity x (two observations, action, reward, discount), float32 and int32
+    replay       DQN: capacity x (two observations, action, reward, discount), float32 and int32 (uint8 images;
+                 frame-stacked ones: one frame per transition, tfrl.frame_replay)
     networks     parameters x copies (online, target, optimizer slots, gradients, the NumPy mirror,
                  the weights returned by each train call) + activations of one batch, forward and backward
     rollouts     A2C/PPO: rollout_length x num_envs rows, stored and packed for the learner
@@ -19,6 +20,7 @@ import os
 
 import numpy as np
 
+from tfrl import config as config_lib
 from tfrl.errors import UsageError
 
 _FLOAT = 4  # bytes of float32 and int32
@@ -45,8 +47,25 @@ def _mlp(sizes: list[int]) -> int:
     return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
 
 
-def estimate(agent: str, config, obs_size: int, num_actions: int, vector_mode: str = "sync") -> dict[str, int]:
+def _convolved(obs_shape, torso: str) -> tuple[int, int, int]:
+    """(parameters, activations per row, features after the flatten) of a CNN torso (tfrl.networks)."""
+    layers = {"nature_cnn": ((32, 8, 4), (64, 4, 2), (64, 3, 1)), "minatar_cnn": ((16, 3, 1),)}[torso]
+    (height, width, channels), parameters, activations = obs_shape, 0, 0
+    for filters, size, stride in layers:
+        height, width = (height - size) // stride + 1, (width - size) // stride + 1
+        parameters += size * size * channels * filters + filters
+        channels = filters
+        activations += height * width * channels
+    return parameters, activations, height * width * channels
+
+
+def estimate(agent: str, config, obs_shape, num_actions: int, vector_mode: str = "sync",
+             obs_dtype: str = "float32", frame_stack: int = 0) -> dict[str, int]:
     """Bytes per component (see the module docstring) of a run of `agent` with `config`."""
+    obs_size = int(np.prod(obs_shape))
+    obs_bytes = obs_size * np.dtype(obs_dtype).itemsize
+    torso = config_lib.resolved_torso(getattr(config, "torso", "mlp"), obs_shape, obs_dtype)
+    conv_parameters, conv_activations, features = (0, 0, obs_size) if torso == "mlp" else _convolved(obs_shape, torso)
     hidden = list(config.hidden_sizes)
     parts = {"envs": config.num_envs * _ENV_BYTES.get(vector_mode, _ENV_BYTES["async"])}
     if agent == "sac":  # an actor and four Q-networks (two targets), three optimizers
@@ -55,22 +74,28 @@ def estimate(agent: str, config, obs_size: int, num_actions: int, vector_mode: s
         parts["replay"] = config.replay_capacity * (2 * obs_size + num_actions + 2) * _FLOAT
         parts["networks"] = 6 * parameters * _FLOAT + 12 * rows * (sum(hidden) + obs_size) * _FLOAT
     elif agent == "dqn":
-        parameters = _mlp([obs_size, *hidden, num_actions + 1])  # + 1: a dueling head's value
+        parameters = conv_parameters + _mlp([features, *hidden, num_actions + 1])  # + 1: a dueling head's value
         rows = config.batch_size * config.gradient_steps_per_train
-        parts["replay"] = config.replay_capacity * (2 * obs_size + 3) * _FLOAT
-        parts["networks"] = 8 * parameters * _FLOAT + 3 * rows * (sum(hidden) + obs_size) * _FLOAT
+        if frame_stack:  # a frame and its predecessor's ref, with 2 % to spare; two refs per transition
+            frame_bytes = obs_bytes // frame_stack + 8
+            parts["replay"] = config.replay_capacity * (frame_bytes * 51 // 50 + 2 * 8 + 3 * _FLOAT)
+        else:
+            parts["replay"] = config.replay_capacity * (2 * obs_bytes + 3 * _FLOAT)
+        parts["networks"] = 8 * parameters * _FLOAT + 3 * rows * (sum(hidden) + conv_activations + obs_size) * _FLOAT
     else:
         torsos = 1 if config.shared_torso else 2
-        parameters = torsos * _mlp([obs_size, *hidden]) + (hidden[-1] + 1) * (num_actions + 1)
+        parameters = conv_parameters + torsos * _mlp([features, *hidden]) + (hidden[-1] + 1) * (num_actions + 1)
         rows = config.rollout_size
-        parts["rollouts"] = 2 * rows * (obs_size + num_actions + 8) * _FLOAT
-        parts["networks"] = 6 * parameters * _FLOAT + 3 * rows * torsos * (sum(hidden) + obs_size) * _FLOAT
+        parts["rollouts"] = 2 * rows * (obs_bytes + (num_actions + 8) * _FLOAT)
+        activations = torsos * sum(hidden) + conv_activations + obs_size
+        parts["networks"] = 6 * parameters * _FLOAT + 3 * rows * activations * _FLOAT
     return parts
 
 
-def check(agent: str, config, obs_shape, num_actions: int, vector_mode: str = "sync") -> None:
-    """UsageError if the estimate exceeds the memory available now."""
-    parts = estimate(agent, config, int(np.prod(obs_shape)), num_actions, vector_mode)
+def check(agent: str, config, env_info, vector_mode: str = "sync") -> None:
+    """UsageError if the estimate for the env of `env_info` (tfrl.envs.EnvInfo) exceeds the memory available now."""
+    parts = estimate(agent, config, env_info.obs_shape, env_info.action_size, vector_mode, env_info.obs_dtype,
+                     env_info.frame_stack)
     needed, available = sum(parts.values()), available_bytes()
     if available is None or needed <= available:
         return

@@ -4,6 +4,15 @@ Acting happens once per vector step; a TF call has a fixed overhead many times
 larger than a NumPy forward pass of a small MLP (docs/benchmarks.md). So the
 actor runs `NumpyMLP`, refreshed with the learner's weights after every train
 call, and the Keras model stays the single definition that is trained and exported.
+A convolutional torso is the exception: its forward pass costs more in NumPy than a
+TF call, so its actor calls the live Keras model (`GraphForward`).
+
+Torsos (the `torso` hyperparameter; "auto" picks a CNN for HWC uint8 images):
+    mlp          flatten, then the Dense layers of hidden_sizes
+    nature_cnn   Mnih et al. 2015: conv 32 8x8 stride 4, 64 4x4 stride 2, 64 3x3 stride 1, ReLU (84x84 Atari frames)
+    minatar_cnn  Young & Tian 2019: conv 16 3x3 stride 1, ReLU (10x10 MinAtar boards, and other small images)
+A CNN is followed by the Dense layers of hidden_sizes (Nature DQN: [512]). uint8 observations enter the network
+as they are and are scaled to [0, 1] inside it, so the exported SavedModel takes uint8 images too.
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ from typing import Sequence
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 _ACTIVATIONS = {
     "relu": lambda x: np.maximum(x, 0.0),
@@ -20,6 +30,22 @@ _ACTIVATIONS = {
 
 
 LAYER_INITS = ("glorot", "torch")
+_CONVOLUTIONS = {  # (filters, kernel size, stride) per layer
+    "nature_cnn": ((32, 8, 4), (64, 4, 2), (64, 3, 1)),
+    "minatar_cnn": ((16, 3, 1),),
+}
+def observation_input(obs_shape: Sequence[int], obs_dtype: str, torso: str, kernel_init=None):
+    """(the Keras Input, the features it gives): uint8 scaled to [0, 1], then the CNN's convolutions and a
+    flatten, or a flatten alone (MLP). kernel_init(fan_in): the convolutions' initializer kwargs."""
+    obs = keras.Input(shape=tuple(obs_shape), name="observation", dtype=obs_dtype)
+    x = keras.layers.Rescaling(1.0 / 255.0, name="scale")(obs) if obs_dtype == "uint8" else obs
+    for i, (filters, size, stride) in enumerate(_CONVOLUTIONS.get(torso, ())):
+        fan_in = size * size * x.shape[-1]
+        x = keras.layers.Conv2D(filters, size, stride, activation="relu", name=f"conv_{i}",
+                                **(kernel_init(fan_in) if kernel_init else {}))(x)
+    if len(x.shape) > 2:
+        x = keras.layers.Flatten(name="flatten")(x)
+    return obs, x
 
 
 def dense_initializers(layer_init: str, fan_in: int) -> dict:
@@ -44,10 +70,11 @@ def mlp_torso(inputs, hidden_sizes: Sequence[int], activation: str, name: str = 
 
 
 def q_network(obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
-              dueling: bool = False, name: str = "q_network", layer_init: str = "glorot") -> keras.Model:
-    """obs [B, *obs_shape] -> Q-values [B, num_actions], always float32 (also under a mixed precision policy)."""
-    obs = keras.Input(shape=tuple(obs_shape), name="observation", dtype="float32")
-    x = keras.layers.Flatten(name="flatten")(obs) if len(obs_shape) > 1 else obs
+              dueling: bool = False, name: str = "q_network", layer_init: str = "glorot",
+              obs_dtype: str = "float32", torso: str = "mlp") -> keras.Model:
+    """obs [B, *obs_shape] -> Q-values [B, num_actions], always float32 (also under a mixed precision policy).
+    torso: a resolved one (resolved_torso)."""
+    obs, x = observation_input(obs_shape, obs_dtype, torso, lambda fan_in: dense_initializers(layer_init, fan_in))
     x = mlp_torso(x, hidden_sizes, "relu", layer_init=layer_init)
     head = dense_initializers(layer_init, x.shape[-1])
     if dueling:
@@ -58,6 +85,48 @@ def q_network(obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence
     else:
         q = keras.layers.Dense(num_actions, name="q_head", dtype="float32", **head)(x)
     return keras.Model(obs, q, name=name)
+
+
+def acts_in_numpy(model: keras.Model) -> bool:
+    """Whether the NumPy mirrors can run `model`: Dense layers only (no convolutions)."""
+    return not any(isinstance(layer, keras.layers.Conv2D) for layer in model.layers)
+
+
+def numpy_input(obs: np.ndarray) -> np.ndarray:
+    """obs [N, ...] -> [N, features] float32, as the network's input layers make it (uint8 scaled to [0, 1])."""
+    x = obs.reshape(obs.shape[0], -1)
+    return x.astype(np.float32) * np.float32(1.0 / 255.0) if x.dtype == np.uint8 else x
+
+
+class GraphForward:
+    """The forward pass of a live Keras model, one TF call per batch, as the NumPy mirrors' stand-in for models
+    with convolutions. It reads the learner's variables: `update` has nothing to copy."""
+
+    def __init__(self, model: keras.Model):
+        spec = tf.TensorSpec([None, *model.inputs[0].shape[1:]], model.inputs[0].dtype)
+        self._forward = tf.function(lambda obs: model(obs), input_signature=[spec]).get_concrete_function()
+
+    def update(self, values: Sequence[np.ndarray]) -> None:
+        del values
+
+    def __call__(self, obs: np.ndarray):
+        out = self._forward(tf.constant(obs))
+        return tuple(o.numpy() for o in out) if isinstance(out, (tuple, list)) else out.numpy()
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        """An actor-critic model's V(obs) [N]."""
+        return self(obs)[1]
+
+
+def acting_network(model: keras.Model, numpy_mirror):
+    """numpy_mirror(model) (NumpyMLP, NumpyActorCritic) when the model has no convolutions, else GraphForward."""
+    return numpy_mirror(model) if acts_in_numpy(model) else GraphForward(model)
+
+
+def acting_variables(model: keras.Model) -> list:
+    """What a train call returns for the actor: the trainable variables its NumPy mirror copies, none for a
+    model the actor calls live (GraphForward)."""
+    return list(model.trainable_variables) if acts_in_numpy(model) else []
 
 
 class NumpyMLP:
@@ -85,7 +154,7 @@ class NumpyMLP:
         return x @ self._w[f"{name}/kernel"] + self._w[f"{name}/bias"]
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        x = obs.reshape(obs.shape[0], -1)
+        x = numpy_input(obs)
         for name in self._torso:
             x = self._activation(self._dense(x, name))
         if self._dueling:
@@ -112,7 +181,7 @@ class AppendLogStd(keras.layers.Layer):
 
 def actor_critic_network(obs_shape: Sequence[int], num_policy_params: int, hidden_sizes: Sequence[int],
                          activation: str = "tanh", shared_torso: bool = False, gaussian: bool = False,
-                         name: str = "actor_critic") -> keras.Model:
+                         name: str = "actor_critic", obs_dtype: str = "float32", torso: str = "mlp") -> keras.Model:
     """obs [B, *obs_shape] -> (policy params [B, num_policy_params], value [B]), both float32 under every policy.
 
     The policy params are whatever the policy head reads (the logits [B, A] of a
@@ -121,12 +190,15 @@ def actor_critic_network(obs_shape: Sequence[int], num_policy_params: int, hidde
     otherwise the policy and the value have their own ("policy_torso_i",
     "value_torso_i"), as SB3's default `net_arch=dict(pi=[64, 64], vf=[64, 64])`.
 
+    A CNN torso (torso, resolved) is always shared by both heads, as in SB3's CnnPolicy; the Dense layers
+    after it follow shared_torso.
+
     Initialization as in OpenAI baselines / SB3 (`ortho_init=True`): orthogonal
     kernels with gain sqrt(2) in the torsos, 0.01 for the policy head (a near-uniform
     first policy) and 1 for the value head; zero biases.
     """
-    obs = keras.Input(shape=tuple(obs_shape), name="observation", dtype="float32")
-    x = keras.layers.Flatten(name="flatten")(obs) if len(obs_shape) > 1 else obs
+    obs, x = observation_input(obs_shape, obs_dtype, torso,
+                               lambda fan_in: {"kernel_initializer": keras.initializers.Orthogonal(gain=np.sqrt(2.0))})
 
     def torso(inputs, prefix):
         h = inputs
@@ -192,7 +264,7 @@ class NumpyActorCritic:
         return x
 
     def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        x = self._mlp(obs.reshape(obs.shape[0], -1), self._shared_layers)
+        x = self._mlp(numpy_input(obs), self._shared_layers)
         policy_latent = self._mlp(x, self._policy_layers)
         value_latent = self._mlp(x, self._value_layers)
         (pk, pb), (vk, vb) = self._policy_head, self._value_head
@@ -203,6 +275,6 @@ class NumpyActorCritic:
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         """V(obs) [N] alone; skips the policy torso when it is separate."""
-        x = self._mlp(obs.reshape(obs.shape[0], -1), self._shared_layers)
+        x = self._mlp(numpy_input(obs), self._shared_layers)
         vk, vb = self._value_head
         return (self._mlp(x, self._value_layers) @ vk + vb)[:, 0]

@@ -78,8 +78,9 @@ class SumTree(_Tree):
 class PrioritizedReplay(UniformReplay):
     """UniformReplay's ring buffer, sampled in proportion to priorities; see the module docstring."""
 
-    def __init__(self, capacity: int, obs_shape: Sequence[int], seed: int, alpha: float, epsilon: float):
-        super().__init__(capacity, obs_shape, seed)
+    def __init__(self, capacity: int, obs_shape: Sequence[int], seed: int, alpha: float, epsilon: float,
+                 obs_dtype="float32"):
+        super().__init__(capacity, obs_shape, seed, obs_dtype=obs_dtype)
         self.alpha, self.epsilon = alpha, epsilon
         self._sums, self._mins = SumTree(capacity), _Tree(capacity, np.minimum, np.inf)
         self.max_priority = 1.0  # the largest p^alpha so far: a new transition's

@@ -20,14 +20,15 @@ class UniformReplay:
     """Fixed-capacity ring buffer of transitions; once full, the oldest are overwritten."""
 
     def __init__(self, capacity: int, obs_shape: Sequence[int], seed: int, action_shape: Sequence[int] = (),
-                 action_dtype=np.int32):
-        """action_shape/dtype: () int32 for Discrete actions (the default), (D,) float32 for Box ones."""
+                 action_dtype=np.int32, obs_dtype="float32"):
+        """action_shape/dtype: () int32 for Discrete actions (the default), (D,) float32 for Box ones.
+        obs_dtype: float32, or uint8 for images."""
         self.capacity = capacity
-        self.obs = np.zeros((capacity, *obs_shape), np.float32)
+        self.obs = np.zeros((capacity, *obs_shape), obs_dtype)
         self.action = np.zeros((capacity, *action_shape), action_dtype)
         self.reward = np.zeros((capacity,), np.float32)
         self.discount = np.zeros((capacity,), np.float32)
-        self.next_obs = np.zeros((capacity, *obs_shape), np.float32)
+        self.next_obs = np.zeros((capacity, *obs_shape), obs_dtype)
         self.size = 0
         self.cursor = 0  # where the next transition is written
         self._rng = np.random.default_rng(seed)

@@ -323,14 +323,15 @@ def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
     <base_path>/<model_name>; returns its dir."""
     loaded = load_policy(run_dir, checkpoint, best)
     obs_shape = list(loaded.env.obs_shape)
-    example = loaded.policy.outputs(tf.zeros([1, *obs_shape], tf.float32))
+    obs_dtype = loaded.policy.obs_dtype.name
+    example = loaded.policy.outputs(tf.zeros([1, *obs_shape], obs_dtype))
     metadata = {
         "agent": loaded.run_config.agent,
         "env_id": loaded.run_config.env_id,
         "env_kwargs": _jsonable(loaded.run_config.env_kwargs),
-        "observation": {"shape": obs_shape, "dtype": "float32"},
+        "observation": {"shape": obs_shape, "dtype": obs_dtype},
         "action_space": _action_space_json(loaded.env),
-        "signature": {"name": export.SIGNATURE, "inputs": {export.INPUT_NAME: "float32 [None, *obs_shape]"},
+        "signature": {"name": export.SIGNATURE, "inputs": {export.INPUT_NAME: f"{obs_dtype} [None, *obs_shape]"},
                       "outputs": {k: f"{v.dtype.name} {[None, *v.shape[1:]]}" for k, v in example.items()}},
         "config": config_lib.to_dict(loaded.run_config.config),
         "seed": loaded.run_config.seed,

@@ -27,35 +27,39 @@ class ServedPolicy:
     policy: Policy  # obs [N, *obs_shape] -> actions [N]
     outputs: Outputs  # every output of the signature
     obs_shape: tuple[int, ...]  # of one observation, as the signature takes it
+    obs_dtype: str  # of the observations, as the signature takes them: float32, or uint8 for images
     metadata: dict | None  # tfrl_metadata.json, None for a SavedModel made elsewhere
     saved_model: object  # the loaded object: a signature alone does not keep its variables alive
 
 
-def numpy_outputs(outputs: Callable[..., Mapping[str, tf.Tensor]], input_name: str | None = None) -> Outputs:
+def numpy_outputs(outputs: Callable[..., Mapping[str, tf.Tensor]], input_name: str | None = None,
+                  obs_dtype: tf.DType = tf.float32) -> Outputs:
     """obs -> outputs(obs) as NumPy; `input_name` for a signature, which takes keyword arguments."""
 
     def numpy_fn(obs: np.ndarray) -> dict:
-        tensor = tf.constant(obs, tf.float32)
+        tensor = tf.constant(obs, obs_dtype)
         result = outputs(**{input_name: tensor}) if input_name else outputs(tensor)
         return {name: value.numpy() for name, value in result.items()}
 
     return numpy_fn
 
 
-def numpy_policy(outputs: Callable[..., Mapping[str, tf.Tensor]], input_name: str | None = None) -> Policy:
+def numpy_policy(outputs: Callable[..., Mapping[str, tf.Tensor]], input_name: str | None = None,
+                 obs_dtype: tf.DType = tf.float32) -> Policy:
     """obs -> outputs(obs)["action"] as NumPy; `input_name` for a signature, which takes keyword arguments."""
-    numpy_fn = numpy_outputs(outputs, input_name)
+    numpy_fn = numpy_outputs(outputs, input_name, obs_dtype)
     return lambda obs: numpy_fn(obs)["action"]
 
 
-def traced_outputs(outputs: Callable[[tf.Tensor], Mapping[str, tf.Tensor]], obs_shape: Sequence[int]) -> Outputs:
-    """numpy_outputs of a tfrl.export.ServingPolicy's outputs, traced once as a tf.function."""
-    return numpy_outputs(tf.function(outputs, input_signature=[tf.TensorSpec([None, *obs_shape], tf.float32)]))
+def traced_outputs(policy: export.ServingPolicy, obs_shape: Sequence[int]) -> Outputs:
+    """numpy_outputs of a ServingPolicy's outputs, traced once as a tf.function."""
+    spec = tf.TensorSpec([None, *obs_shape], policy.obs_dtype)
+    return numpy_outputs(tf.function(policy.outputs, input_signature=[spec]), obs_dtype=policy.obs_dtype)
 
 
-def traced_policy(outputs: Callable[[tf.Tensor], Mapping[str, tf.Tensor]], obs_shape: Sequence[int]) -> Policy:
-    """numpy_policy of a tfrl.export.ServingPolicy's outputs, traced once as a tf.function."""
-    traced = traced_outputs(outputs, obs_shape)
+def traced_policy(policy: export.ServingPolicy, obs_shape: Sequence[int]) -> Policy:
+    """numpy_policy of a ServingPolicy's outputs, traced once as a tf.function."""
+    traced = traced_outputs(policy, obs_shape)
     return lambda obs: traced(obs)["action"]
 
 
@@ -77,6 +81,6 @@ def load(saved_model_dir: pathlib.Path) -> ServedPolicy:
     input_spec = signature.structured_input_signature[1].get(export.INPUT_NAME)
     if input_spec is None:
         raise UsageError(f"{path}: signature {export.SIGNATURE!r} has no {export.INPUT_NAME!r} input")
-    return ServedPolicy(policy=numpy_policy(signature, input_name=export.INPUT_NAME),
-                        outputs=numpy_outputs(signature, input_name=export.INPUT_NAME),
-                        obs_shape=tuple(input_spec.shape[1:]), metadata=export.read_metadata(path), saved_model=loaded)
+    return ServedPolicy(policy=numpy_policy(signature, export.INPUT_NAME, input_spec.dtype),
+                        outputs=numpy_outputs(signature, export.INPUT_NAME, input_spec.dtype),
+                        obs_shape=tuple(input_spec.shape[1:]), obs_dtype=input_spec.dtype.name, metadata=export.read_metadata(path), saved_model=loaded)

@@ -72,7 +72,8 @@ def train(agent_name: str, config, env: envs.EnvSpec | str, seed: int, runtime: 
     """
     spec = agents.get(agent_name)
     env_spec = envs.as_spec(env)
-    vector_env = envs.make_vector_env(env_spec, config.num_envs, seed=seed, vector_mode=options.vector_mode)
+    vector_env = envs.make_vector_env(env_spec, config.num_envs, seed=seed, vector_mode=options.vector_mode,
+                                      training=True)
     try:
         return _Run(spec, config, vector_env, env_spec, seed, runtime, run_dir, options).run()
     finally:
@@ -86,7 +87,7 @@ class _Run:
         self.options = options
         self.stopped_by = None  # the callback that ended training early
         self.info = envs.env_info(env, env_spec.name)
-        spec.check_env(self.info)
+        spec.check_env(self.info, config)
         self.agent = spec.build(config, self.info, runtime, seed)
         self.checkpointer = checkpoints.Checkpointer(run_dir, self.agent.learner.checkpoint_items(),
                                                      keep=options.keep_checkpoints)

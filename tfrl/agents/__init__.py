@@ -14,6 +14,7 @@ import dataclasses
 import importlib
 from typing import Any
 
+from tfrl import config as config_lib
 from tfrl.errors import UsageError
 
 
@@ -25,6 +26,7 @@ class AgentSpec:
     agent: str
     policy: str
     actions: tuple[str, ...] = ("discrete",)  # the action spaces it acts in: "discrete" (Discrete), "continuous" (Box)
+    images: bool = True  # whether it takes uint8 (image) observations
 
     @property
     def config_cls(self) -> type:
@@ -40,8 +42,13 @@ class AgentSpec:
         _load(self.learner).check_runtime(config, runtime)
         _load(self.agent).check_runtime(config, runtime)
 
-    def check_env(self, env_info) -> None:
-        """UsageError if the agent cannot act in the env's action space."""
+    def check_env(self, env_info, config=None) -> None:
+        """UsageError if the agent cannot act in the env's action space, or `config` cannot take its observations."""
+        if env_info.obs_dtype == "uint8" and not self.images:
+            raise UsageError(f"--agent={self.name} takes vector observations; {env_info.env_id} has uint8 ones of "
+                             f"shape {env_info.obs_shape} (image agents: dqn, ppo, a2c)")
+        if config is not None:
+            _check_observations(config, env_info)
         kind = "continuous" if env_info.continuous else "discrete"
         if kind not in self.actions:
             others = [spec.name for spec in _AGENTS.values() if kind in spec.actions]
@@ -54,6 +61,17 @@ class AgentSpec:
         return importlib.import_module(self.policy)
 
 
+def _check_observations(config, env_info) -> None:
+    torso = getattr(config, "torso", None)
+    resolved = torso and config_lib.resolved_torso(torso, env_info.obs_shape, env_info.obs_dtype)
+    if env_info.obs_dtype == "uint8" and getattr(config, "normalize_observations", False):
+        raise UsageError("normalize_observations: uint8 (image) observations are scaled to [0, 1] inside the "
+                         "network, not normalized; set normalize_observations=false")
+    if resolved not in (None, "mlp") and getattr(config, "train_in_background", False):
+        raise UsageError(f"train_in_background: the {resolved} torso's actor calls the live network, which a train "
+                         "call in the background would change under it; set train_in_background=false")
+
+
 _AGENTS = {spec.name: spec for spec in (
     AgentSpec("dqn", config="tfrl.agents.dqn.config:DQNConfig", learner="tfrl.agents.dqn.learning:DQNLearner",
               agent="tfrl.agents.dqn.agent:DQNAgent", policy="tfrl.agents.dqn.policy"),
@@ -64,7 +82,8 @@ _AGENTS = {spec.name: spec for spec in (
               agent="tfrl.agents.actor_critic.agent:ActorCriticAgent", policy="tfrl.agents.actor_critic.policy",
               actions=("discrete", "continuous")),
     AgentSpec("sac", config="tfrl.agents.sac.config:SACConfig", learner="tfrl.agents.sac.learning:SACLearner",
-              agent="tfrl.agents.sac.agent:SACAgent", policy="tfrl.agents.sac.policy", actions=("continuous",)),
+              agent="tfrl.agents.sac.agent:SACAgent", policy="tfrl.agents.sac.policy", actions=("continuous",),
+              images=False),
 )}
 
 AGENT_NAMES = tuple(_AGENTS)

@@ -4,7 +4,7 @@
                    a tf.distribute strategy (each replica's gradients compiled, their mean over all replicas
                    applied outside, tfrl.distribute). `batch_gradients(fn)` is the one switch between the two.
     RowLayout      the one tensor in: the fields of a batch side by side in one float32 array (pack in NumPy,
-                   unpack in the graph).
+                   unpack in the graph); uint8 images beside it, one tensor each.
     OutputLayout   the one tensor out: metrics, the numeric guard's flags and the acting network's weights in
                    one flat float32 vector (pack in the graph, unpack in NumPy).
 
@@ -73,32 +73,48 @@ def concrete_call(function: tf.types.experimental.PolymorphicFunction) -> Callab
 
 
 class RowLayout:
-    """Named fields side by side in the last axis of one float32 array: [..., width].
+    """Named fields side by side in the last axis of one float32 array [..., width], and uint8 fields (images)
+    as tensors of their own: packed as float32 they would take four times the bytes, and a cast in NumPy.
 
     fields: name -> (shape of one row's value, dtype to unpack to). Integer fields (actions) are exact in
-    float32 below 2**24.
+    float32 below 2**24. The tensors cross in the order (rows, *uint8 fields in fields' order).
     """
 
     def __init__(self, fields: Mapping[str, tuple[Sequence[int], Any]]):
-        self._fields = {name: (tuple(shape), tf.as_dtype(dtype)) for name, (shape, dtype) in fields.items()}
+        fields = {name: (tuple(shape), tf.as_dtype(dtype)) for name, (shape, dtype) in fields.items()}
+        self._fields = {name: field for name, field in fields.items() if field[1] != tf.uint8}
+        self._separate = {name: field for name, field in fields.items() if field[1] == tf.uint8}
         self._sizes = [int(np.prod(shape)) for shape, _ in self._fields.values()]
         self.width = sum(self._sizes)
 
-    def pack(self, arrays: Mapping[str, np.ndarray], batch_dims: int) -> np.ndarray:
-        """{name: [*lead, *shape]} -> float32 [*lead, width]; lead = the first batch_dims dimensions."""
-        lead = np.shape(arrays[next(iter(self._fields))])[:batch_dims]
-        return np.concatenate([np.reshape(arrays[name], (*lead, -1)) for name in self._fields],
-                              axis=-1, dtype=np.float32)
+    def signature(self, batch_dims: int) -> list[tf.TensorSpec]:
+        """The tensors' specs, with batch_dims leading dimensions of any size."""
+        lead = [None] * batch_dims
+        return [tf.TensorSpec([*lead, self.width], tf.float32, name="rows")] + [
+            tf.TensorSpec([*lead, *shape], dtype, name=name) for name, (shape, dtype) in self._separate.items()]
 
-    def unpack(self, rows: tf.Tensor) -> dict[str, tf.Tensor]:
-        """In the graph: [..., width] -> {name: [..., *shape] of the field's dtype}."""
+    def pack(self, arrays: Mapping[str, np.ndarray], batch_dims: int) -> tuple[np.ndarray, ...]:
+        """{name: [*lead, *shape]} -> (float32 [*lead, width], *uint8 fields); lead = the first batch_dims dims."""
+        lead = np.shape(arrays[next(iter(self._fields))])[:batch_dims]
+        rows = np.concatenate([np.reshape(arrays[name], (*lead, -1)) for name in self._fields],
+                              axis=-1, dtype=np.float32)
+        return (rows, *(np.asarray(arrays[name], np.uint8) for name in self._separate))
+
+    def unpack(self, tensors: Sequence[tf.Tensor]) -> dict[str, tf.Tensor]:
+        """In the graph: the packed tensors -> {name: [..., *shape] of the field's dtype}."""
+        rows = tensors[0]
         lead = tf.shape(rows)[:-1]
         out, start = {}, 0
         for (name, (shape, dtype)), size in zip(self._fields.items(), self._sizes):
             value = tf.reshape(rows[..., start:start + size], tf.concat([lead, list(shape)], axis=0))
             out[name] = value if dtype == tf.float32 else tf.cast(value, dtype)
             start += size
+        out.update(zip(self._separate, tensors[1:]))
         return out
+
+    @property
+    def num_tensors(self) -> int:
+        return 1 + len(self._separate)
 
 
 class OutputLayout:

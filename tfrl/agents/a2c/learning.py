@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import normalization, runtime as runtime_lib
+from tfrl import networks, normalization, runtime as runtime_lib
 from tfrl.agents import train_step
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.actor_critic import learning as ac_learning
@@ -69,12 +69,13 @@ class A2CLearner:
             self.optimizer = runtime_lib.built_optimizer(_make_optimizer(config), self.network.trainable_variables,
                                                          runtime.options.mixed_precision)
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
-        self.obs_normalization = normalization.make_layer(config, env.obs_shape)  # the agent updates it
-        self.rows = ac_learning.rollout_rows(env.obs_shape, self.head, with_log_probs=False)
-        self.output = train_step.OutputLayout(METRICS, self.network.trainable_variables)
+        self.obs_normalization = normalization.make_layer(config, env.obs_shape, env.obs_dtype)  # the agent updates it
+        self.rows = ac_learning.rollout_rows(env.obs_shape, self.head, with_log_probs=False,
+                                             obs_dtype=env.obs_dtype)
+        self.output = train_step.OutputLayout(METRICS, networks.acting_variables(self.network))
         self._batch_gradients = self._placement.batch_gradients(self._gradients)
         self.train_step = self._placement.compile(self._train_step, [
-            tf.TensorSpec([None, self.rows.width], tf.float32, name="rows"),  # the rollout [B, F]
+            *self.rows.signature(batch_dims=1),  # the rollout [B, F] (and its uint8 images [B, ...])
             # An input rather than a Python number, so a decaying rate never retraces.
             tf.TensorSpec([], tf.float32, name="learning_rate"),
         ])
@@ -93,7 +94,7 @@ class A2CLearner:
         """One TF call: one gradient step on the flattened rollout [B = T * N], at the step size of the
         learning-rate schedule at the rollout's start (logged as "learning_rate")."""
         learning_rate = ac_learning.learning_rate_at(rollout.start_env_step, self.config)
-        flat = self._call(self.rows.pack(rollout.rows(), batch_dims=1), np.float32(learning_rate)).numpy()
+        flat = self._call(*self.rows.pack(rollout.rows(), batch_dims=1), np.float32(learning_rate)).numpy()
         update = train_step.finished_update(self.output, flat, self.optimizer, "policy logits or values",
                                             lambda k: int(self.updates.numpy()))
         update.metrics["learning_rate"] = learning_rate
@@ -101,9 +102,10 @@ class A2CLearner:
 
     # ---- inside the tf.function -------------------------------------------------
 
-    def _train_step(self, rows, learning_rate):
+    def _train_step(self, *inputs):
+        *rollout, learning_rate = inputs
         self.optimizer.learning_rate.assign(learning_rate)
-        batch = self.rows.unpack(rows)
+        batch = self.rows.unpack(rollout)
         advantages = batch["advantage"]
         if self.config.normalize_advantage:
             # Over the worker's whole rollout, also under a strategy, rather than over each replica's shard.
@@ -111,7 +113,7 @@ class A2CLearner:
         grads, terms = self._batch_gradients(batch["obs"], batch["action"], advantages, batch["return"])
         metrics, flags = ac_learning.apply_step(self.optimizer, grads, self.network.trainable_variables, terms)
         self.updates.assign_add(1)
-        return self.output.pack(metrics, flags, 0, self.network.trainable_variables)
+        return self.output.pack(metrics, flags, 0, networks.acting_variables(self.network))
 
     def _gradients(self, obs, actions, advantages, returns):
         """(loss-scaled gradients, {"loss", "policy_loss", "value_loss", "entropy", "outputs_sum"}) of one batch."""

@@ -36,9 +36,11 @@ class ActorCriticAgent:
         self.learner = learner
         self.config = config
         self._env_info = env
-        self._mirror = networks.NumpyActorCritic(learner.network, config.activation)
+        self._mirror = networks.acting_network(learner.network,
+                                               lambda model: networks.NumpyActorCritic(model, config.activation))
         self.actor = ActorCriticActor(self._mirror, learner.head, seed=seed)
-        self._storage = RolloutStorage(config.rollout_length, config.num_envs, env.obs_shape, learner.head)
+        self._storage = RolloutStorage(config.rollout_length, config.num_envs, env.obs_shape, learner.head,
+                                       env.obs_dtype)
         self._rollout: Rollout | None = None
         self._metrics: dict[str, float] = {}
         self._obs_normalizer = normalization.observation_normalizer(learner.obs_normalization)

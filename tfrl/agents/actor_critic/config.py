@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tfrl.config import LoopConfig, require, require_positive_sizes
+from tfrl.config import TORSOS, LoopConfig, require, require_positive_sizes
 from tfrl.schedules import SCHEDULES
 
 ACTIVATIONS = ("tanh", "relu")
@@ -31,6 +31,9 @@ class ActorCriticConfig(LoopConfig):
     """Discount per env step."""
     gae_lambda: float = 1.0
     """GAE lambda (Schulman et al. 2016); 1.0 = plain n-step returns bootstrapped at the rollout's end."""
+    torso: str = "auto"
+    """What reads the observations (tfrl.networks): auto (a CNN for HWC uint8 images, else mlp), mlp, nature_cnn
+    or minatar_cnn. A CNN is shared by the policy and the value."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Units of each hidden Dense layer, of each torso (policy and value) when they are separate."""
     shared_torso: bool = False
@@ -70,6 +73,7 @@ class ActorCriticConfig(LoopConfig):
         require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
         require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
         require(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
+        require(self.torso in TORSOS, f"torso must be one of {', '.join(TORSOS)}, got {self.torso!r}")
         require(self.activation in ACTIVATIONS,
                 f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}")
         require(self.lr_schedule in SCHEDULES,

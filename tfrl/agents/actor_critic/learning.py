@@ -12,10 +12,11 @@ from tfrl.agents import train_step
 from tfrl.agents.actor_critic.config import ActorCriticConfig
 
 
-def rollout_rows(obs_shape: Sequence[int], head, with_log_probs: bool) -> train_step.RowLayout:
-    """The layout of Rollout.rows() in one float32 array [B, F]; log pi_old only for learners that read it.
-    The action field is the head's: an int32 (Discrete) or D float32s (Box)."""
-    fields = {"obs": (obs_shape, tf.float32), "action": (head.action_spec.shape[1:], head.action_spec.dtype),
+def rollout_rows(obs_shape: Sequence[int], head, with_log_probs: bool,
+                 obs_dtype: str = "float32") -> train_step.RowLayout:
+    """The layout of Rollout.rows() in one float32 array [B, F] (uint8 images beside it); log pi_old only for
+    learners that read it. The action field is the head's: an int32 (Discrete) or D float32s (Box)."""
+    fields = {"obs": (obs_shape, obs_dtype), "action": (head.action_spec.shape[1:], head.action_spec.dtype),
               "advantage": ((), tf.float32), "return": ((), tf.float32)}
     if with_log_probs:
         fields["log_prob"] = ((), tf.float32)

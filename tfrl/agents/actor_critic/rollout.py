@@ -13,7 +13,7 @@ from tfrl.envs import VectorStep
 class Rollout(NamedTuple):
     """One update's data, flattened over (time, env) to B = rollout_length * num_envs rows."""
 
-    obs: np.ndarray  # s_t [B, *obs_shape] float32
+    obs: np.ndarray  # s_t [B, *obs_shape] float32 (uint8 images)
     actions: np.ndarray  # a_t [B] int32 (Discrete) or [B, D] float32 (Box: the unclipped sample)
     advantages: np.ndarray  # A_t [B] float32 (GAE)
     returns: np.ndarray  # G_t = A_t + V(s_t) [B] float32, the value targets
@@ -29,9 +29,10 @@ class Rollout(NamedTuple):
 class RolloutStorage:
     """The [T, N] arrays one rollout fills, reused from rollout to rollout."""
 
-    def __init__(self, rollout_length: int, num_envs: int, obs_shape: Sequence[int], head):
+    def __init__(self, rollout_length: int, num_envs: int, obs_shape: Sequence[int], head,
+                 obs_dtype: str = "float32"):
         t, n = rollout_length, num_envs
-        self.obs = np.zeros((t, n, *obs_shape), np.float32)  # s_t
+        self.obs = np.zeros((t, n, *obs_shape), obs_dtype)  # s_t
         action_shape = tuple(head.action_spec.shape[1:])
         self.actions = np.zeros((t, n, *action_shape), head.action_spec.dtype.as_numpy_dtype)  # a_t
         num_policy_params = head.num_params

@@ -26,6 +26,7 @@ from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.agents.off_policy import TrainCalls
 from tfrl.deadlines import next_deadline
 from tfrl.envs import EnvInfo, VectorStepper
+from tfrl.frame_replay import FrameStackReplay
 from tfrl.prioritized_replay import PrioritizedReplay
 from tfrl.replay import NStepBuilder, UniformReplay
 
@@ -34,6 +35,20 @@ def importance_sampling_beta(env_step: int, config: DQNConfig) -> float:
     """beta of prioritized replay's weights: importance_sampling_start at env step 0, 1 at total_env_steps."""
     progress = min(env_step / config.total_env_steps, 1.0)
     return config.importance_sampling_start + progress * (1.0 - config.importance_sampling_start)
+
+
+def _make_replay(config: DQNConfig, env: EnvInfo, seed: int):
+    """Uniform or prioritized; for frame-stacked observations, over frame refs (tfrl.frame_replay)."""
+    stacked = env.frame_stack > 0
+    obs_shape, obs_dtype = ((), np.int64) if stacked else (env.obs_shape, env.obs_dtype)
+    if config.prioritized_replay:
+        replay = PrioritizedReplay(config.replay_capacity, obs_shape, seed, config.priority_exponent,
+                                   config.priority_epsilon, obs_dtype=obs_dtype)
+    else:
+        replay = UniformReplay(config.replay_capacity, obs_shape, seed=seed, obs_dtype=obs_dtype)
+    if not stacked:
+        return replay
+    return FrameStackReplay(replay, env.obs_shape[:-1], env.frame_stack, config.num_envs, config.n_step_return)
 
 
 @dataclasses.dataclass
@@ -52,13 +67,9 @@ class DQNAgent:
         self.learner = learner
         self.config = config
         self._env_info = env
-        self._mirror = networks.NumpyMLP(learner.online)
+        self._mirror = networks.acting_network(learner.online, networks.NumpyMLP)
         self.actor = EpsilonGreedyActor(self._mirror, env.num_actions, seed=seed)
-        if config.prioritized_replay:
-            self.replay = PrioritizedReplay(config.replay_capacity, env.obs_shape, seed, config.priority_exponent,
-                                            config.priority_epsilon)
-        else:
-            self.replay = UniformReplay(config.replay_capacity, env.obs_shape, seed=seed)
+        self.replay = _make_replay(config, env, seed)
         self._nstep = NStepBuilder(config.n_step_return, config.gamma, config.num_envs)
         self._deadlines = TrainDeadlines(max(config.learning_starts, config.train_period_env_steps),
                                          config.target_update_period_env_steps)
@@ -69,8 +80,11 @@ class DQNAgent:
     def collect(self, env: VectorStepper) -> None:
         self._epsilon = linear_epsilon(env.env_step, self.config)
         step = env.step(self.actor.act(env.obs, self._epsilon))
-        transitions = self._nstep.step(step.obs, step.action, step.reward, step.terminated, step.truncated,
-                                       step.final_obs())
+        if isinstance(self.replay, FrameStackReplay):  # transitions of frame refs, not of stacks
+            obs, final_obs = self.replay.observe(step)
+        else:
+            obs, final_obs = step.obs, step.final_obs()
+        transitions = self._nstep.step(obs, step.action, step.reward, step.terminated, step.truncated, final_obs)
         if transitions is not None:
             self.replay.add(*transitions)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tfrl.config import LoopConfig, require, require_positive_sizes
+from tfrl.config import TORSOS, LoopConfig, require, require_positive_sizes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,8 +18,11 @@ class DQNConfig(LoopConfig):
                "gradient_steps": "gradient_steps_per_train",
                "target_update_period": "target_update_period_env_steps"}
 
+    torso: str = "auto"
+    """What reads the observations (tfrl.networks): auto (a CNN for HWC uint8 images, else mlp), mlp, nature_cnn
+    or minatar_cnn."""
     hidden_sizes: tuple[int, ...] = (256, 256)
-    """Units of each hidden Dense (ReLU) layer of the Q-network."""
+    """Units of each hidden Dense (ReLU) layer of the Q-network (after the CNN, if any)."""
     dueling: bool = False
     """Dueling head (Wang et al. 2016): Q = V + A - mean(A)."""
     layer_init: str = "glorot"
@@ -92,6 +95,7 @@ class DQNConfig(LoopConfig):
         for name in ("learning_starts", "max_grad_norm"):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         require_positive_sizes("hidden_sizes", self.hidden_sizes)
+        require(self.torso in TORSOS, f"torso must be one of {', '.join(TORSOS)}, got {self.torso!r}")
         require(self.layer_init in ("glorot", "torch"), f"layer_init must be glorot or torch, got {self.layer_init!r}")
         require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
         require(self.adam_epsilon > 0, f"adam_epsilon must be > 0, got {self.adam_epsilon}")

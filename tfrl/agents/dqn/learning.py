@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from tfrl import networks, numerics, runtime as runtime_lib
 from tfrl.agents import train_step
+from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.core import LearnerUpdate
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
@@ -86,10 +87,8 @@ class DQNLearner:
         self.check_runtime(config, runtime)
         self._obs_shape = tuple(env.obs_shape)
         with self._placement.scope():
-            self.online = networks.q_network(env.obs_shape, env.num_actions, config.hidden_sizes, config.dueling,
-                                             layer_init=config.layer_init)
-            self.target = networks.q_network(env.obs_shape, env.num_actions, config.hidden_sizes, config.dueling,
-                                             name="target_q_network", layer_init=config.layer_init)
+            self.online = dqn_policy.make_q_network(config, env)
+            self.target = dqn_policy.make_q_network(config, env, name="target_q_network")
             self.target.set_weights(self.online.get_weights())
             optimizer = keras.optimizers.Adam(_learning_rate(config), epsilon=config.adam_epsilon,
                                               global_clipnorm=config.max_grad_norm or None)
@@ -97,15 +96,15 @@ class DQNLearner:
                                                          runtime.options.mixed_precision)
             # The run's total so far (the checkpoint key stays "gradient_steps").
             self.gradient_steps_done = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
-        fields = {"obs": (env.obs_shape, tf.float32), "next_obs": (env.obs_shape, tf.float32),
+        fields = {"obs": (env.obs_shape, env.obs_dtype), "next_obs": (env.obs_shape, env.obs_dtype),
                   "action": ((), tf.int32), "reward": ((), tf.float32), "discount": ((), tf.float32)}
         if config.prioritized_replay:  # importance-sampling weights in, |TD errors| out
             fields["weight"] = ((), tf.float32)
         self.rows = train_step.RowLayout(fields)
-        self.output = train_step.OutputLayout(("loss", "q_mean"), self.online.trainable_variables)
+        self.output = train_step.OutputLayout(("loss", "q_mean"), networks.acting_variables(self.online))
         self._batch_gradients = self._placement.batch_gradients(self._gradients)
         self.train_step = self._placement.compile(self._train_step, [
-            tf.TensorSpec([None, None, self.rows.width], tf.float32),  # packed transitions [K, B, F]
+            *self.rows.signature(batch_dims=2),  # packed transitions [K, B, F] (and uint8 images [K, B, ...])
             tf.TensorSpec([], tf.bool),  # update_target (before the K steps)
         ])
         self._call = train_step.concrete_call(self.train_step)
@@ -130,7 +129,7 @@ class DQNLearner:
         (prioritized replay): |TD error| of every row [K, B], before its step.
         """
         num_steps = batch.transitions["action"].shape[0]
-        flat = self._call(self.rows.pack(batch.transitions, batch_dims=2), batch.update_target).numpy()
+        flat = self._call(*self.rows.pack(batch.transitions, batch_dims=2), batch.update_target).numpy()
         done = int(self.gradient_steps_done.numpy())
         update = train_step.finished_update(self.output, flat, self.optimizer, "Q-values",
                                             lambda k: done - num_steps + k + 1)
@@ -140,12 +139,14 @@ class DQNLearner:
 
     # ---- inside the tf.function -------------------------------------------------
 
-    def _train_step(self, packed, update_target):
-        """packed [K, B, F] -> OutputLayout: mean loss and Q(s, a) over the K steps, flags, online weights."""
+    def _train_step(self, *inputs):
+        """(*packed transitions [K, B, ...], update_target) -> OutputLayout: mean loss and Q(s, a) over the K
+        steps, flags, online weights (for the NumPy mirror)."""
+        *packed, update_target = inputs
         if update_target:
             self._update_target()
         batch = self.rows.unpack(packed)  # each [K, B, ...]
-        num_steps, batch_size = tf.shape(packed)[0], tf.shape(packed)[1]
+        num_steps, batch_size = tf.shape(packed[0])[0], tf.shape(packed[0])[1]
         # Q_target(s_t) of all K batches at once: the target network does not change during the call, and the
         # values come from one large forward pass instead of K small ones.
         q_t_target = tf.reshape(self.target(tf.reshape(batch["next_obs"], [-1, *self._obs_shape])),
@@ -168,7 +169,7 @@ class DQNLearner:
                 td_errors = td_errors.write(k, terms["td_abs"])
         count = tf.cast(tf.maximum(num_steps, 1), tf.float32)
         return self.output.pack({"loss": loss_sum / count, "q_mean": q_sum / count}, flags, flagged_k,
-                                self.online.trainable_variables, td_errors.stack() if weighted else None)
+                                networks.acting_variables(self.online), td_errors.stack() if weighted else None)
 
     def _gradients(self, obs_tm1, a_tm1, r_t, discount_t, obs_t, q_t_target, weights=None):
         """(loss-scaled gradients, {"loss", "q_mean": mean Q(s, a), "q_sum": sum of Q(s, .)}) of one batch [B];

@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfrl import networks
+from tfrl import config as config_lib, networks
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
 from tfrl.export import ServingPolicy
+
+
+def make_q_network(config: DQNConfig, env: EnvInfo, name: str = "q_network"):
+    """The Q-network of `config` for `env`'s observations and actions: what the learner trains, twice (online and
+    target), and what the export restores."""
+    return networks.q_network(env.obs_shape, env.num_actions, config.hidden_sizes, config.dueling, name=name,
+                              layer_init=config.layer_init, obs_dtype=env.obs_dtype,
+                              torso=config_lib.resolved_torso(config.torso, env.obs_shape, env.obs_dtype))
 
 
 def greedy_outputs(q_network):
@@ -27,5 +35,5 @@ def serving_policy(config: DQNConfig, env: EnvInfo, q_network=None) -> ServingPo
     "online" is the key of the online network in DQNLearner.checkpoint_items().
     """
     if q_network is None:
-        q_network = networks.q_network(env.obs_shape, env.num_actions, config.hidden_sizes, config.dueling)
+        q_network = make_q_network(config, env)
     return ServingPolicy(model=q_network, outputs=greedy_outputs(q_network), checkpoint_items={"online": q_network})

@@ -26,7 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import normalization, numerics, runtime as runtime_lib, schedules
+from tfrl import networks, normalization, numerics, runtime as runtime_lib, schedules
 from tfrl.agents import train_step
 from tfrl.agents.actor_critic import learning as ac_learning
 from tfrl.agents.actor_critic.networks import make_head, make_network
@@ -103,12 +103,12 @@ class PPOLearner:
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
             # A variable rather than an argument of the per-replica function, which shards its arguments.
             self._clip_range = tf.Variable(config.clip_range, dtype=tf.float32, trainable=False, name="clip_range")
-        self.obs_normalization = normalization.make_layer(config, env.obs_shape)  # the agent updates it
-        self.rows = ac_learning.rollout_rows(env.obs_shape, self.head, with_log_probs=True)
-        self.output = train_step.OutputLayout(METRICS, self.network.trainable_variables)
+        self.obs_normalization = normalization.make_layer(config, env.obs_shape, env.obs_dtype)  # the agent updates it
+        self.rows = ac_learning.rollout_rows(env.obs_shape, self.head, with_log_probs=True, obs_dtype=env.obs_dtype)
+        self.output = train_step.OutputLayout(METRICS, networks.acting_variables(self.network))
         self._batch_gradients = self._placement.batch_gradients(self._gradients)
         self.train_step = self._placement.compile(self._train_step, [
-            tf.TensorSpec([None, self.rows.width], tf.float32, name="rows"),  # the rollout [B, F]
+            *self.rows.signature(batch_dims=1),  # the rollout [B, F] (and its uint8 images [B, ...])
             tf.TensorSpec([None, config.batch_size], tf.int32, name="minibatches"),  # [steps, batch_size] rows
             # Inputs rather than Python numbers, so decaying schedules never retrace.
             tf.TensorSpec([], tf.float32, name="learning_rate"),
@@ -140,7 +140,7 @@ class PPOLearner:
             raise ValueError(f"a rollout of {rows} rows does not split into minibatches of {config.batch_size}")
         minibatches = minibatch_indices(self._seed, int(self.updates.numpy()), config.n_epochs, rows,
                                         config.batch_size)
-        flat = self._call(self.rows.pack(rollout.rows(), batch_dims=1), minibatches, np.float32(learning_rate),
+        flat = self._call(*self.rows.pack(rollout.rows(), batch_dims=1), minibatches, np.float32(learning_rate),
                           np.float32(clip_range)).numpy()
         steps_per_update = len(minibatches)
         done_before = (int(self.updates.numpy()) - 1) * steps_per_update
@@ -151,15 +151,17 @@ class PPOLearner:
 
     # ---- inside the tf.function -------------------------------------------------
 
-    def _train_step(self, rows, minibatches, learning_rate, clip_range):
-        """-> OutputLayout: the mean of each of METRICS over the steps, the first flagged step's flags, weights."""
+    def _train_step(self, *inputs):
+        """(*rollout tensors, minibatches, learning_rate, clip_range) -> OutputLayout: the mean of each of METRICS
+        over the steps, the first flagged step's flags, weights."""
+        *rollout, minibatches, learning_rate, clip_range = inputs
         self.optimizer.learning_rate.assign(learning_rate)
         self._clip_range.assign(clip_range)
         num_steps = tf.shape(minibatches)[0]
         sums = tf.zeros([len(METRICS)])
         flags, flagged_step = tf.constant(0), tf.constant(0)
         for step in tf.range(num_steps):
-            batch = self.rows.unpack(tf.gather(rows, minibatches[step]))
+            batch = self.rows.unpack([tf.gather(tensor, minibatches[step]) for tensor in rollout])
             advantages = batch["advantage"]
             if self.config.normalize_advantage:
                 advantages = ac_learning.normalized(advantages)  # over the whole minibatch, before any sharding
@@ -172,7 +174,7 @@ class PPOLearner:
         self.updates.assign_add(1)
         means = sums / tf.cast(tf.maximum(num_steps, 1), tf.float32)
         return self.output.pack(dict(zip(METRICS, tf.unstack(means))), flags, flagged_step,
-                                self.network.trainable_variables)
+                                networks.acting_variables(self.network))
 
     def _gradients(self, obs, actions, advantages, returns, old_log_probs):
         """(loss-scaled gradients, {"loss", terms of ppo_loss, "outputs_sum"}) of one minibatch (or shard)."""
