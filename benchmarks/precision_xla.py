@@ -2,10 +2,16 @@
 
     python benchmarks/precision_xla.py                                  # all 6 combinations, both agents
     python benchmarks/precision_xla.py --combos=float32:off,mixed_bfloat16:off --agents=dqn
+    python benchmarks/precision_xla.py --agents=dqn_cnn --calls=20 --repeats=3 --warmup_calls=5
 
 Shapes are LunarLander's (obs 8, 4 actions). DQN: one train call = K=4 gradient steps on batches of 128,
 Q-network [256, 256] (as benchmarks/dqn_train_step.py). A2C: one train call = one update on a rollout of
-8 envs x 5 steps = 40 transitions, separate [64, 64] tanh torsos (the SB3 zoo settings).
+8 envs x 5 steps = 40 transitions, separate [64, 64] tanh torsos (the SB3 zoo settings). dqn_cnn: Atari's
+shapes (84x84x4 uint8 frames, 4 actions), the Nature CNN and a [512] layer, one train call = one gradient step
+on a batch of 32 (Mnih et al. 2015).
+
+Every learner starts from the same weights (Keras' seed is reset before each is built) and trains first on the
+same batch; the "first loss" column shows what each precision computes from them, against float32's.
 
 All learners are built first (each under its own Keras precision policy; a layer keeps the policy it was
 built with), then timed in interleaved blocks (A B C ... A B C ...), so that a burst of load from other
@@ -19,6 +25,7 @@ import dataclasses
 import statistics
 import time
 
+import keras
 import numpy as np
 from absl import app, flags
 
@@ -32,7 +39,7 @@ from tfrl.envs import EnvInfo
 
 ALL_COMBOS = [f"{policy}:{xla}" for policy in runtime_lib.PRECISION_POLICIES for xla in ("off", "on")]
 flags.DEFINE_list("combos", ALL_COMBOS, "precision:xla pairs, xla one of on/off.")
-flags.DEFINE_list("agents", ["dqn", "a2c"], "Agents whose train step is timed: dqn, a2c.")
+flags.DEFINE_list("agents", ["dqn", "a2c"], "Agents whose train step is timed: dqn, a2c, dqn_cnn.")
 flags.DEFINE_integer("calls", 100, "Train calls per timed block.")
 flags.DEFINE_integer("repeats", 5, "Timed blocks per combination; the median is reported.")
 flags.DEFINE_integer("warmup_calls", 20, "Untimed calls per learner first (tracing, XLA compilation).")
@@ -42,6 +49,7 @@ flags.DEFINE_integer("cartpole_seed", None, "Instead of timing: train A2C on Car
 FLAGS = flags.FLAGS
 
 LUNAR = EnvInfo("LunarLander-v3", (8,), 4)
+ATARI = EnvInfo("ALE/Breakout-v5", (84, 84, 4), 4, obs_dtype="uint8")
 
 
 @dataclasses.dataclass
@@ -54,6 +62,7 @@ class Case:
     train: callable
     walls: list[float] = dataclasses.field(default_factory=list)  # s per call, one entry per block
     cpus: list[float] = dataclasses.field(default_factory=list)
+    first_loss: float = float("nan")  # of the first train call, from the shared initial weights
 
 
 def _dqn_case(runtime: runtime_lib.Runtime, rng: np.random.Generator) -> callable:
@@ -64,6 +73,18 @@ def _dqn_case(runtime: runtime_lib.Runtime, rng: np.random.Generator) -> callabl
              "reward": rng.normal(size=(k, b)).astype(np.float32),
              "discount": np.full((k, b), 0.99, np.float32),
              "next_obs": rng.normal(size=(k, b, 8)).astype(np.float32)}
+    return lambda: learner.update(ReplayBatch(batch, False))
+
+
+def _dqn_cnn_case(runtime: runtime_lib.Runtime, rng: np.random.Generator) -> callable:
+    learner = DQNLearner(DQNConfig(hidden_sizes=(512,), batch_size=32), ATARI, runtime)
+    k, b = 1, 32
+    frames = np.random.default_rng(1)  # the same batch for every case
+    batch = {"obs": frames.integers(0, 256, size=(k, b, 84, 84, 4), dtype=np.uint8),
+             "action": frames.integers(0, 4, size=(k, b)).astype(np.int32),
+             "reward": frames.choice([-1.0, 0.0, 1.0], size=(k, b)).astype(np.float32),
+             "discount": np.full((k, b), 0.99, np.float32),
+             "next_obs": frames.integers(0, 256, size=(k, b, 84, 84, 4), dtype=np.uint8)}
     return lambda: learner.update(ReplayBatch(batch, False))
 
 
@@ -113,10 +134,10 @@ def main(argv):
     if FLAGS.cartpole_seed is not None:
         cartpole_outcomes([_parse_combo(combo) for combo in FLAGS.combos], FLAGS.cartpole_seed)
         return
-    builders = {"dqn": _dqn_case, "a2c": _a2c_case}
+    builders = {"dqn": _dqn_case, "a2c": _a2c_case, "dqn_cnn": _dqn_cnn_case}
     for agent in FLAGS.agents:
         if agent not in builders:
-            raise app.UsageError(f"--agents: unknown agent {agent!r}; choose from dqn, a2c")
+            raise app.UsageError(f"--agents: unknown agent {agent!r}; choose from {', '.join(builders)}")
     runtime = None
     cases = []
     rng = np.random.default_rng(0)
@@ -124,11 +145,13 @@ def main(argv):
         # Only the precision policy and the XLA option change between apply() calls; devices stay as they are.
         runtime = runtime_lib.apply(runtime_lib.RuntimeOptions(mixed_precision=precision, xla=xla))
         for agent in FLAGS.agents:
+            keras.utils.set_random_seed(0)
             cases.append(Case(agent, precision, xla, builders[agent](runtime, rng)))
     # The banner of the last combination, minus its precision and XLA lines (they differ per row below).
     print("\n".join(line for line in runtime.banner().splitlines()
                     if not line.lstrip().startswith(("precision:", "XLA:"))), flush=True)
     for case in cases:
+        case.first_loss = case.train().metrics["loss"]
         for _ in range(FLAGS.warmup_calls):  # trace, compile, warm up
             case.train()
     for _ in range(FLAGS.repeats):
@@ -138,12 +161,15 @@ def main(argv):
                 case.train()
             case.walls.append((time.perf_counter() - wall) / FLAGS.calls)
             case.cpus.append((time.process_time() - cpu) / FLAGS.calls)
-    print("| agent | precision | XLA | ms per train call (wall, median) | min..max over blocks | CPU ms per call |")
-    print("|---|---|---|---|---|---|")
+    print("| agent | precision | XLA | ms per train call (wall, median) | min..max over blocks | CPU ms per call "
+          "| first loss (float32's, off) |")
+    print("|---|---|---|---|---|---|---|")
+    reference = {case.agent: case.first_loss for case in cases if case.precision == "float32" and not case.xla}
     for case in cases:
         print(f"| {case.agent} | {case.precision} | {'on' if case.xla else 'off'} | "
               f"{statistics.median(case.walls) * 1e3:.2f} | {min(case.walls) * 1e3:.2f}..{max(case.walls) * 1e3:.2f} | "
-              f"{statistics.median(case.cpus) * 1e3:.2f} |", flush=True)
+              f"{statistics.median(case.cpus) * 1e3:.2f} | {case.first_loss:.5f} "
+              f"({reference.get(case.agent, float('nan')):.5f}) |", flush=True)
 
 
 if __name__ == "__main__":

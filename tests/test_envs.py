@@ -1,6 +1,8 @@
 """Tests for tfrl.envs: id resolution and the SAME_STEP autoreset bookkeeping on real gymnasium envs."""
 
+import importlib
 import logging
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -83,8 +85,7 @@ def test_make_vector_env_shapes_and_env_info():
         assert env.first_obs.dtype == np.float32
         info = envs.env_info(env, "CartPole-v1")
         assert info == envs.EnvInfo(env_id="CartPole-v1", obs_shape=(4,), num_actions=2)
-        assert info.to_dict() == {"env_id": "CartPole-v1", "obs_shape": [4], "num_actions": 2, "obs_dtype": "float32",
-                                  "frame_stack": 0}
+        assert info.to_dict() == {"env_id": "CartPole-v1", "obs_shape": [4], "num_actions": 2}
         next_obs, reward, terminated, truncated, _ = env.step(np.zeros(3, np.int64))
         assert next_obs.shape == (3, 4) and reward.shape == (3,)
         assert terminated.shape == (3,) and truncated.shape == (3,)
@@ -167,3 +168,21 @@ def test_finished_episodes_report_return_and_length_of_the_counted_steps():
         assert isinstance(episodes[0][0], float) and isinstance(episodes[0][1], int)
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("env_id, package, install", [
+    ("ALE/NoSuchGame-v5", "ale_py", "pip install 'tfrl[atari]'"),
+    ("MinAtar/NoSuchGame-v1", "minatar.gym", "pip install minatar"),
+])
+def test_ids_of_a_missing_plugin_name_what_to_install(monkeypatch, env_id, package, install):
+    real_import = importlib.import_module
+
+    def import_module(name, *args):
+        if name == package:
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", import_module)
+    with pytest.raises(envs.EnvIdError, match=re.escape(f"{env_id} is registered by the {package} package, which is "
+                                                        f"not installed: {install}")):
+        envs.resolve_env_id(env_id)

@@ -90,6 +90,8 @@ def test_vector_env_keeps_uint8_and_records_the_dtype():
         stepper = envs.VectorStepper(env, on_episode=lambda *a: None)
         step = stepper.step(np.ones(2, np.int64))
         assert stepper.obs.dtype == np.uint8 and step.final_obs().dtype == np.uint8
+        assert info.to_dict() == {"env_id": "tfrl/Catch-v0", "obs_shape": [10, 5, 1], "num_actions": 3,
+                                  "obs_dtype": "uint8"}
         assert envs.EnvInfo.from_dict(info.to_dict()) == info
     finally:
         env.close()

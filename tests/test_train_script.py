@@ -140,8 +140,6 @@ BAD_INPUTS = [
      "--hp=learning_rate=...? (--hp=help lists them)"),
     ("total_steps_as_flag", ["--agent=ppo", "--env=CartPole-v1", "--total_env_steps=5000"],
      "did you mean --hp=total_env_steps=...?"),
-    ("atari_without_ale", ["--agent=dqn", "--env=ALE/Pong-v5"],
-     "ALE/Pong-v5 is registered by the ale_py package, which is not installed: pip install 'tfrl[atari]'"),
     ("unknown_module", ["--agent=dqn", "--env=no_such_module:Maze-v0"],
      "--env=no_such_module:Maze-v0: cannot import module 'no_such_module'"),
     ("id_the_module_lacks", ["--agent=dqn", "--env=custom_envs:Coridor-v0"],

@@ -196,8 +196,11 @@ class EnvInfo:
         return self.num_actions or int(np.prod(self.action_shape))
 
     def to_dict(self):
-        record = {"env_id": self.env_id, "obs_shape": list(self.obs_shape), "num_actions": self.num_actions,
-                  "obs_dtype": self.obs_dtype, "frame_stack": self.frame_stack}
+        record = {"env_id": self.env_id, "obs_shape": list(self.obs_shape), "num_actions": self.num_actions}
+        if self.obs_dtype != "float32":
+            record["obs_dtype"] = self.obs_dtype
+        if self.frame_stack:
+            record["frame_stack"] = self.frame_stack
         if self.continuous:
             record.update(action_shape=list(self.action_shape), action_low=list(self.action_low),
                           action_high=list(self.action_high))
