@@ -269,7 +269,10 @@ def test_script_on_this_machine_healthy_json_then_a_problem_then_bad_flags():
     assert process.returncode == 0, stderr[-3000:]
     report = json.loads(stdout)
     facts = report["facts"]
-    assert report["healthy"] is True and report["findings"] == []
+    # The one note a healthy CPU machine may get: its bfloat16 instructions, for image agents.
+    expected = [{"check": "cnn_precision_on_cpu", "severity": "note"}] if facts["cpu_bf16"] else []
+    assert report["healthy"] is True
+    assert [{k: f[k] for k in ("check", "severity")} for f in report["findings"]] == expected
     assert facts["build_flavour"] == "CPU" and facts["tensorflow_error"] is None
     assert facts["logical_devices"] == ["/device:CPU:0", "/device:CPU:1"]
     assert [timing["device"] for timing in facts["matmul"]] == ["/device:CPU:0", "/device:CPU:1"]
@@ -288,3 +291,14 @@ def test_script_on_this_machine_healthy_json_then_a_problem_then_bad_flags():
                                                (unknown_flag, "doctor.py: error: Unknown command line flag 'colour'")):
         assert process.returncode == 2 and stdout == ""
         assert stderr.strip().splitlines()[-1] == message
+
+
+def test_cnn_precision_note_names_bfloat16_where_the_cpu_has_it_and_nothing_with_a_gpu():
+    with_bf16 = dataclasses.replace(_facts(), cpu_bf16=("amx_bf16", "avx512_bf16"))
+    [finding] = doctor.check_cnn_precision_on_cpu(with_bf16)
+    assert finding.severity == "note" and finding.message.startswith(
+        "this CPU has bfloat16 instructions (amx_bf16, avx512_bf16): image agents (CNN torsos) train fastest here "
+        "with --mixed_precision=mixed_bfloat16 and without --xla")
+    assert doctor.check_cnn_precision_on_cpu(dataclasses.replace(_facts(), cpu_bf16=())) == []  # float32 it is
+    gpu = dataclasses.replace(with_bf16, physical_devices=("/physical_device:CPU:0", "/physical_device:GPU:0"))
+    assert doctor.check_cnn_precision_on_cpu(gpu) == []

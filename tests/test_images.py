@@ -60,6 +60,20 @@ def test_image_actors_call_the_live_network_and_mlp_actors_keep_their_numpy_mirr
     np.testing.assert_allclose(mirror(frames), mlp(frames).numpy(), rtol=1e-5, atol=1e-6)
 
 
+def test_a_cnn_on_a_cpu_is_advised_off_xla_and_onto_bfloat16_where_the_cpu_has_it():
+    from tfrl.runtime import Runtime, RuntimeOptions, cnn_precision_advice
+
+    def on(device, **options):
+        return Runtime(RuntimeOptions(**options), device)
+
+    assert cnn_precision_advice(on("/device:CPU:0", xla=False), ()) == []  # float32 without XLA: already best
+    [xla] = cnn_precision_advice(on("/device:CPU:0", xla=True, mixed_precision="mixed_bfloat16"), ("avx512_bf16",))
+    assert xla.startswith("--xla with a CNN on a CPU: XLA's CPU convolutions make the train step many times slower")
+    [bf16] = cnn_precision_advice(on("/device:CPU:0", xla=False), ("amx_bf16", "avx512_bf16"))
+    assert bf16.startswith("this CPU has bfloat16 instructions: --mixed_precision=mixed_bfloat16 trains a CNN faster")
+    assert cnn_precision_advice(on("/device:GPU:0", xla=True), ("avx512_bf16",)) == []
+
+
 # ---- environments ----------------------------------------------------------------------------------------
 
 def test_catch_observations_rewards_and_bad_actions():

@@ -29,6 +29,8 @@ import statistics
 import time
 from typing import Callable, Mapping
 
+from tfrl import cpu_features
+
 # Every PyPI distribution that ships the `tensorflow` package: two of them in one environment
 # overwrite each other's files, and which one wins depends on install order.
 TF_DISTRIBUTIONS = (
@@ -118,6 +120,7 @@ class Facts:
     environment: dict[str, str | None]
     gpu_tools: dict[str, str | None]  # rocminfo, nvidia-smi: path on PATH, None = absent
     kfd: str  # /dev/kfd, the ROCm kernel driver's device: "ok", "absent" or "no access"
+    cpu_bf16: tuple[str, ...] = ()  # the CPU's bfloat16 instruction flags (tfrl.cpu_features.bf16_flags())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -284,6 +287,7 @@ def gather_facts(logical_cpus: int = 1, matmul_size: int = MATMUL_SIZE,
         kfd=_kfd_state(),
     )
     facts["cpu_vendor"], facts["cpu_model"] = _cpu_identity()
+    facts["cpu_bf16"] = cpu_features.bf16_flags()
     try:
         import tensorflow as tf
         import keras
@@ -495,6 +499,21 @@ def check_zentf_on_amd_cpu(facts: Facts) -> list[Finding]:
     )]
 
 
+def check_cnn_precision_on_cpu(facts: Facts) -> list[Finding]:
+    """Image (CNN) agents on a machine without GPUs whose CPU has bfloat16 instructions: the fastest correct
+    options measured (docs/benchmarks.md). Elsewhere the defaults (float32, no XLA) are already the ones."""
+    if facts.tensorflow_error or not facts.cpu_bf16 or any("GPU" in device for device in facts.physical_devices):
+        return []
+    return [Finding(
+        "cnn_precision_on_cpu", "note",
+        f"this CPU has bfloat16 instructions ({', '.join(facts.cpu_bf16)}): image agents (CNN torsos) train "
+        "fastest here with --mixed_precision=mixed_bfloat16 and without --xla (XLA's CPU convolutions are many "
+        "times slower)",
+        "none needed for vector observations; for images, pass --mixed_precision=mixed_bfloat16 "
+        "(docs/benchmarks.md, the CNN train step)",
+    )]
+
+
 # Requirement pins known to be wrong but harmless while TF itself imports and computes: (holder, required).
 _KNOWN_HARMLESS_PINS = {
     ("zentf", "numpy"): "zentf 2.21.0.0 pins numpy==1.26.4, but TF 2.21's ml_dtypes needs numpy>=2; TF and zentf "
@@ -551,6 +570,7 @@ CHECKS: tuple[Callable[[Facts], list[Finding]], ...] = (
     check_zentf_matches_tf,
     check_zentf_enabled,
     check_zentf_on_amd_cpu,
+    check_cnn_precision_on_cpu,
     check_xla_compiles,
     check_matmul_runs_on_every_device,
 )

@@ -350,6 +350,22 @@ class Runtime:
         ))
 
 
+def cnn_precision_advice(runtime: Runtime, cpu_bf16: tuple[str, ...]) -> list[str]:
+    """What to change, for a CNN trained on a CPU, if the options are not the fastest measured ones
+    (docs/benchmarks.md, "The CNN train step: precision and XLA"): XLA off, and mixed_bfloat16 where the CPU
+    has bfloat16 instructions (cpu_bf16: tfrl.cpu_features.bf16_flags())."""
+    if "CPU" not in runtime.device_name:
+        return []
+    advice = []
+    if runtime.options.xla:
+        advice.append("--xla with a CNN on a CPU: XLA's CPU convolutions make the train step many times slower; "
+                      "use --noxla (docs/benchmarks.md)")
+    if runtime.options.mixed_precision == "float32" and cpu_bf16:
+        advice.append("this CPU has bfloat16 instructions: --mixed_precision=mixed_bfloat16 trains a CNN faster "
+                      "than float32, with the same loss to 4 digits (docs/benchmarks.md)")
+    return advice
+
+
 def build_flavour() -> str:
     """What this TF wheel was built for: "CUDA 12.5/cuDNN 9", "ROCm 6.1" or "CPU"."""
     # TF 2.21 CPU wheels report only is_cuda_build / is_rocm_build / is_tensorrt_build;

@@ -25,7 +25,8 @@ from typing import Any, Callable, Sequence
 
 from absl import logging
 
-from tfrl import agents, best_policy, checkpoints, envs, evaluation, numerics, shutdown
+from tfrl import agents, best_policy, checkpoints, config as config_lib, envs, evaluation, numerics, shutdown
+from tfrl import cpu_features, runtime as runtime_lib
 from tfrl.deadlines import next_deadline
 from tfrl.metrics import MetricsLogger, MetricsWriteError
 from tfrl.runtime import Runtime
@@ -88,6 +89,10 @@ class _Run:
         self.stopped_by = None  # the callback that ended training early
         self.info = envs.env_info(env, env_spec.name)
         spec.check_env(self.info, config)
+        torso = config_lib.resolved_torso(getattr(config, "torso", "mlp"), self.info.obs_shape, self.info.obs_dtype)
+        if torso != "mlp":
+            for line in runtime_lib.cnn_precision_advice(runtime, cpu_features.bf16_flags()):
+                logging.warning("%s", line)
         self.agent = spec.build(config, self.info, runtime, seed)
         self.checkpointer = checkpoints.Checkpointer(run_dir, self.agent.learner.checkpoint_items(),
                                                      keep=options.keep_checkpoints)
