@@ -49,13 +49,17 @@ def test_training_envs_clip_rewards_and_end_at_a_lost_life_and_evaluation_envs_d
         evaluate.close()
 
 
-def test_preprocessing_switches_through_the_env_kwargs():
+def test_preprocessing_switches_through_the_env_kwargs_and_v4_ids_get_it_too():
     spec = envs.as_spec("ALE/Pong-v5", {"frame_stack": 2, "screen_size": 64, "clip_rewards": False})
     env = envs.make_vector_env(spec, 1, seed=0, training=True)
+    v4 = envs.make_vector_env("PongNoFrameskip-v4", 1, seed=0, training=True)
     try:
         assert env.first_obs.shape == (1, 64, 64, 2) and envs.env_info(env, spec.name).frame_stack == 2
+        assert v4.first_obs.shape == (1, 84, 84, 4) and envs.env_info(v4, "PongNoFrameskip-v4").frame_stack == 4
+        assert v4.envs[0].unwrapped.ale.getFloat("repeat_action_probability") == 0.0  # v4: no sticky actions
     finally:
         env.close()
+        v4.close()
 
 
 def test_a_short_pong_run_trains_resumes_exports_evaluates_with_video_and_serves_uint8_frames(tmp_path):
