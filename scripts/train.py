@@ -47,7 +47,8 @@ flags.DEFINE_string("preset", "auto", "Preset name in --config_dir (file stem), 
 flags.DEFINE_multi_string("hp", [], "Hyperparameter override key=value, repeatable: --hp=learning_rate=1e-3 "
                           "--hp=hidden_sizes=64,64. --hp=help lists every hyperparameter of --agent.")
 flags.DEFINE_integer("num_envs", None, "Parallel environments (overrides the preset's num_envs).")
-flags.DEFINE_string("vector_mode", "sync", "Vector env: sync (one process) or async (a process per env).")
+flags.DEFINE_string("vector_mode", "sync", "Vector env: sync (one process), async (a process per env) or envpool "
+                    "(EnvPool's C++ envs, for the ids it has: pip install 'tfrl[envpool]').")
 flags.DEFINE_string("run_dir", None, "Where config, metrics, TensorBoard logs, checkpoints and the export go; default "
                     "runs/<agent>-<env>-s<seed>-<time>. If it holds a run with the same config, that run is resumed "
                     "from its newest checkpoint (started over if it has none); a different config is an error.")

@@ -140,6 +140,8 @@ BAD_INPUTS = [
      "--hp=learning_rate=...? (--hp=help lists them)"),
     ("total_steps_as_flag", ["--agent=ppo", "--env=CartPole-v1", "--total_env_steps=5000"],
      "did you mean --hp=total_env_steps=...?"),
+    ("envpool_lacks_the_id", ["--agent=ppo", "--env=custom_envs:Corridor-v0", "--vector_mode=envpool"],
+     "--vector_mode=envpool: EnvPool has no custom_envs:Corridor-v0; use --vector_mode=sync or async"),
     ("unknown_module", ["--agent=dqn", "--env=no_such_module:Maze-v0"],
      "--env=no_such_module:Maze-v0: cannot import module 'no_such_module'"),
     ("id_the_module_lacks", ["--agent=dqn", "--env=custom_envs:Coridor-v0"],

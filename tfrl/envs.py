@@ -20,7 +20,7 @@ import numpy as np
 from absl import logging
 from gymnasium.vector import AutoresetMode
 
-from tfrl import atari_preprocessing, image_envs
+from tfrl import atari_preprocessing, envpool_vector, image_envs
 from tfrl.errors import UsageError
 
 image_envs.register()
@@ -45,7 +45,7 @@ _PLUGINS = (
 _warned_aliases: set[str] = set()
 _warn_lock = threading.Lock()
 
-VECTOR_MODES = ("sync", "async")
+VECTOR_MODES = ("sync", "async", "envpool")
 
 
 def resolve_env_id(env_id: str) -> str:
@@ -232,7 +232,10 @@ def make_vector_env(env: EnvSpec | str, num_envs: int, seed: int, vector_mode: s
 
     env_fns = [one_env] * num_envs
     vector_kwargs = {"autoreset_mode": AutoresetMode.SAME_STEP, "copy": False}  # copy=False: the loop copies
-    if vector_mode == "sync":
+    if vector_mode == "envpool":
+        envpool_vector.check(spec.id, spec.kwargs, spec.atari)
+        vector_env = envpool_vector.EnvPoolVectorEnv(spec.id, num_envs)
+    elif vector_mode == "sync":
         vector_env = gym.vector.SyncVectorEnv(env_fns, **vector_kwargs)
     else:
         vector_env = gym.vector.AsyncVectorEnv(env_fns, **vector_kwargs)

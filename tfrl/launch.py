@@ -24,7 +24,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from absl import logging
 
-from tfrl import agents, cli, config as config_lib, distribute, envs, memory, runs, runtime as runtime_lib, shutdown
+from tfrl import agents, cli, config as config_lib, distribute, envpool_vector, envs, memory, runs
+from tfrl import runtime as runtime_lib, shutdown
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
 
@@ -97,6 +98,8 @@ def prepare(request: TrainRequest) -> Prepared:
     spec = agents.get(request.agent)
     env = envs.as_spec(request.env, request.env_kwargs)
     info = _probe(env)  # one env, made and closed: its spaces are checked here, before any write
+    if request.vector_mode == "envpool":
+        envpool_vector.check(env.id, env.kwargs, env.atari)
     if request.resume:
         config, preset_name = saved.config, saved.preset  # as saved, even if the presets changed since
         runtime = _resolved_runtime(request.runtime, {"xla": saved.runtime.xla})

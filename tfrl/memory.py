@@ -24,7 +24,7 @@ from tfrl import config as config_lib
 from tfrl.errors import UsageError
 
 _FLOAT = 4  # bytes of float32 and int32
-_ENV_BYTES = {"sync": 1 << 20, "async": 150 << 20}  # per env: Python objects and simulator state; a process each
+_ENV_BYTES = {"sync": 1 << 20, "async": 150 << 20, "envpool": 1 << 20}  # per env; async: a process each
 
 
 def available_bytes() -> int | None:
