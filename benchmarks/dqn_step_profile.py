@@ -37,6 +37,7 @@ flags.DEFINE_integer("calls", 200, "Timed calls per K.")
 flags.DEFINE_integer("trace_calls", 20, "Calls traced by the profiler.")
 FLAGS = flags.FLAGS
 LUNAR = EnvInfo("LunarLander-v3", (8,), 4)
+_NOT_OPS = {"Process", "Run"}  # "ExecutorState::Process" and the function's run: spans around the ops
 HIDDEN = (256, 256)
 
 
@@ -120,11 +121,12 @@ def _trace(learner, k: int = 8) -> tuple[collections.Counter, collections.Counte
         names = {key: meta.name for key, meta in plane.event_metadata.items()}
         for line in plane.lines:
             for event in line.events:
-                name = names.get(event.metadata_id, "?")
-                if ":" in name and not name.startswith(("__inference", "Thunk")):  # "name:OpType" TF op events
-                    op_type = name.rsplit(":", 1)[1]
-                    time_us[op_type] += event.duration_ps / 1e6
-                    count[op_type] += 1
+                name = names.get(event.metadata_id, "?").strip()
+                op_type = name.rsplit(":", 1)[-1]
+                if ":" not in name or op_type in _NOT_OPS or "inference" in name:
+                    continue  # the executor's own spans (they contain the ops), not an op: counted as the rest
+                time_us[op_type] += event.duration_ps / 1e6
+                count[op_type] += 1
     return time_us, count, FLAGS.trace_calls * k
 
 
