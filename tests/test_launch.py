@@ -65,7 +65,7 @@ def test_a_preset_for_another_env_is_used_with_a_warning(monkeypatch):
     warnings = []
     monkeypatch.setattr(absl_logging, "warning", lambda message, *args: warnings.append(message % args))
     prepared = launch.prepare(launch.TrainRequest(agent="dqn", env="CartPole-v1", preset="dqn-lunarlander"))
-    assert prepared.record.preset == "dqn-lunarlander" and prepared.config.total_env_steps == 200_000
+    assert prepared.record.preset == "dqn-lunarlander" and prepared.config.total_env_steps == 300_000
     assert warnings == ["preset dqn-lunarlander is for LunarLander-v2, LunarLander-v3, not CartPole-v1: its "
                         "hyperparameters may not suit this env"]
 
