@@ -27,7 +27,7 @@ def test_training_envs_clip_rewards_and_end_at_a_lost_life_and_evaluation_envs_d
     try:
         assert train.first_obs.shape == (1, 84, 84, 4) and train.first_obs.dtype == np.uint8
         info = envs.env_info(train, "ALE/Breakout-v5")
-        assert info.frame_stack == 4 and info.image and info.num_actions == 4
+        assert info.frame_stack == 4 and info.obs_dtype == "uint8" and info.num_actions == 4
         # A reset stack repeats its first frame (FrameStackObservation's padding).
         assert all(np.array_equal(train.first_obs[0, ..., 0], train.first_obs[0, ..., i]) for i in range(4))
         rng = np.random.default_rng(0)

@@ -199,6 +199,10 @@ def _type_name(annotation: Any) -> str:
 
 
 TORSOS = ("auto", "mlp", "nature_cnn", "minatar_cnn")  # tfrl.networks describes them
+CONVOLUTIONS = {  # each CNN torso's layers: (filters, kernel size, stride); tfrl.networks builds them
+    "nature_cnn": ((32, 8, 4), (64, 4, 2), (64, 3, 1)),
+    "minatar_cnn": ((16, 3, 1),),
+}
 NATURE_CNN_MIN_SIZE = 36  # the smallest height and width its three valid convolutions leave 1x1 or more of
 
 

@@ -182,11 +182,6 @@ class EnvInfo:
     frame_stack: int = 0  # observations stack this many frames in their last axis (Atari: 4); 0 if not
 
     @property
-    def image(self) -> bool:
-        """HWC uint8 observations: what the CNN torsos take."""
-        return self.obs_dtype == "uint8" and len(self.obs_shape) == 3
-
-    @property
     def continuous(self) -> bool:
         return self.num_actions == 0
 

@@ -49,7 +49,7 @@ def _mlp(sizes: list[int]) -> int:
 
 def _convolved(obs_shape, torso: str) -> tuple[int, int, int]:
     """(parameters, activations per row, features after the flatten) of a CNN torso (tfrl.networks)."""
-    layers = {"nature_cnn": ((32, 8, 4), (64, 4, 2), (64, 3, 1)), "minatar_cnn": ((16, 3, 1),)}[torso]
+    layers = config_lib.CONVOLUTIONS[torso]
     (height, width, channels), parameters, activations = obs_shape, 0, 0
     for filters, size, stride in layers:
         height, width = (height - size) // stride + 1, (width - size) // stride + 1

@@ -23,6 +23,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfrl import config as config_lib
+
 _ACTIVATIONS = {
     "relu": lambda x: np.maximum(x, 0.0),
     "tanh": np.tanh,
@@ -30,16 +32,14 @@ _ACTIVATIONS = {
 
 
 LAYER_INITS = ("glorot", "torch")
-_CONVOLUTIONS = {  # (filters, kernel size, stride) per layer
-    "nature_cnn": ((32, 8, 4), (64, 4, 2), (64, 3, 1)),
-    "minatar_cnn": ((16, 3, 1),),
-}
+
+
 def observation_input(obs_shape: Sequence[int], obs_dtype: str, torso: str, kernel_init=None):
     """(the Keras Input, the features it gives): uint8 scaled to [0, 1], then the CNN's convolutions and a
     flatten, or a flatten alone (MLP). kernel_init(fan_in): the convolutions' initializer kwargs."""
     obs = keras.Input(shape=tuple(obs_shape), name="observation", dtype=obs_dtype)
     x = keras.layers.Rescaling(1.0 / 255.0, name="scale")(obs) if obs_dtype == "uint8" else obs
-    for i, (filters, size, stride) in enumerate(_CONVOLUTIONS.get(torso, ())):
+    for i, (filters, size, stride) in enumerate(config_lib.CONVOLUTIONS.get(torso, ())):
         fan_in = size * size * x.shape[-1]
         x = keras.layers.Conv2D(filters, size, stride, activation="relu", name=f"conv_{i}",
                                 **(kernel_init(fan_in) if kernel_init else {}))(x)
