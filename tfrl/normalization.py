@@ -20,7 +20,6 @@ from typing import Sequence
 import keras
 import numpy as np
 
-from tfrl.errors import UsageError
 
 EPSILON = 1e-8  # under the square root, as in SB3
 INITIAL_COUNT = 1e-4  # the prior's weight, as in SB3's RunningMeanStd
@@ -154,14 +153,10 @@ class RewardScaler:
         self.stats.count = float(arrays["reward_count"])
 
 
-def make_layer(config, obs_shape: Sequence[int], obs_dtype: str = "float32") -> ObservationNormalization | None:
-    """The layer when config.normalize_observations, else None. Images (uint8) are not normalized: the network
-    scales them to [0, 1]."""
+def make_layer(config, obs_shape: Sequence[int]) -> ObservationNormalization | None:
+    """The layer when config.normalize_observations, else None (tfrl.agents refuses it for images)."""
     if not config.normalize_observations:
         return None
-    if obs_dtype == "uint8":
-        raise UsageError("normalize_observations: uint8 (image) observations are scaled to [0, 1] inside the network, "
-                         "not normalized; set normalize_observations=false")
     return ObservationNormalization(obs_shape, config.observation_clip)
 
 

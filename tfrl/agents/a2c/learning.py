@@ -69,7 +69,7 @@ class A2CLearner:
             self.optimizer = runtime_lib.built_optimizer(_make_optimizer(config), self.network.trainable_variables,
                                                          runtime.options.mixed_precision)
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
-        self.obs_normalization = normalization.make_layer(config, env.obs_shape, env.obs_dtype)  # the agent updates it
+        self.obs_normalization = normalization.make_layer(config, env.obs_shape)  # the agent updates it
         self.rows = ac_learning.rollout_rows(env.obs_shape, self.head, with_log_probs=False,
                                              obs_dtype=env.obs_dtype)
         self.output = train_step.OutputLayout(METRICS, networks.acting_variables(self.network))

@@ -34,7 +34,6 @@ from tfrl.agents import train_step
 from tfrl.agents.core import LearnerUpdate
 from tfrl.agents.sac.config import SACConfig
 from tfrl.envs import EnvInfo
-from tfrl.errors import UsageError
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # SB3's bounds on the actor's log std
 METRICS = ("critic_loss", "actor_loss", "temperature", "temperature_loss", "entropy", "q_mean")
@@ -104,9 +103,6 @@ class SACLearner:
 
     def __init__(self, config: SACConfig, env: EnvInfo, runtime: runtime_lib.Runtime, seed: int = 0):
         del seed  # the agent draws the batches and the noise
-        if env.obs_dtype != "float32":
-            raise UsageError(f"SAC takes vector observations; {env.env_id} has {env.obs_dtype} ones of shape "
-                             f"{env.obs_shape} (image agents: dqn, ppo, a2c)")
         self.config = config
         self._placement = train_step.Placement(runtime)
         self.check_runtime(config, runtime)
@@ -114,7 +110,7 @@ class SACLearner:
         self.target_entropy = float(-size if config.target_entropy is None else config.target_entropy)
         with self._placement.scope():
             self._build(config, env, size, runtime.options.mixed_precision)
-        self.obs_normalization = normalization.make_layer(config, env.obs_shape, env.obs_dtype)  # the agent updates it
+        self.obs_normalization = normalization.make_layer(config, env.obs_shape)  # the agent updates it
         self.rows = train_step.RowLayout({
             "obs": (env.obs_shape, tf.float32), "next_obs": (env.obs_shape, tf.float32), "action": ((size,), tf.float32),
             "reward": ((), tf.float32), "discount": ((), tf.float32), "noise_next": ((size,), tf.float32),

@@ -38,7 +38,7 @@ def serving_policy(config: SACConfig, env: EnvInfo, actor=None, obs_normalizatio
     if actor is None:
         actor = actor_network(env.obs_shape, env.action_size, config.hidden_sizes)
     if obs_normalization is None:
-        obs_normalization = normalization.make_layer(config, env.obs_shape, env.obs_dtype)
+        obs_normalization = normalization.make_layer(config, env.obs_shape)
     outputs = normalization.in_front(obs_normalization, greedy_outputs(actor, env))
     return ServingPolicy(model=actor, outputs=outputs, observation_normalization=obs_normalization,
                          checkpoint_items={"actor": actor, **normalization.checkpoint_items(obs_normalization)})
