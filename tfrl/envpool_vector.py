@@ -58,8 +58,6 @@ def check(env_id: str | None, kwargs, atari: bool) -> None:
 class EnvPoolVectorEnv:
     """`num_envs` copies of `env_id` in one EnvPool, seeded seed..seed+n-1 at the first reset."""
 
-    metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
-
     def __init__(self, env_id: str, num_envs: int):
         self._env_id, self.num_envs = env_id, num_envs
         self._pool = self._make(seed=0)

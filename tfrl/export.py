@@ -10,8 +10,9 @@ temporary directory beside the versions (a non-numeric name, which TF Serving
 ignores) and renamed into place, so a version directory is complete or absent.
 
 The signature `serving_default` takes one tensor "observation" [None, *obs_shape],
-float32 (uint8 for image observations, which the network scales itself), and returns the agent's outputs, e.g. {"action": int64 [B],
-"q_values": float32 [B, A]} for DQN. Exploration is never exported: an agent
+float32 (uint8 for image observations, which the network scales itself), and
+returns the agent's outputs, e.g. {"action": int64 [B], "q_values": float32 [B, A]}
+for DQN. Exploration is never exported: an agent
 exports its greedy policy. The SavedModel needs TensorFlow only, not tfrl.
 
 tfrl_metadata.json lives in the version's assets.extra/, where TF Serving keeps

@@ -75,8 +75,8 @@ class FrameStackReplay:
         return self.transitions.size
 
     def observe(self, step: VectorStep) -> tuple[np.ndarray, np.ndarray]:
-        """Adds one vector step's new frames -> (refs of s_t [N], refs of s_{t+1} [N], the true last observation
-        where an episode ended), for the n-step builder."""
+        """Adds one vector step's new frames -> (refs of s_t [N], refs of s_{t+1} [N]), for the n-step builder;
+        s_{t+1} is the true last observation where an episode ended."""
         if self._current is None:
             self._current = self.frames.add(step.obs[..., -1], np.full(len(step.obs), -1))
         obs_refs = self._current

@@ -83,4 +83,5 @@ def load(saved_model_dir: pathlib.Path) -> ServedPolicy:
         raise UsageError(f"{path}: signature {export.SIGNATURE!r} has no {export.INPUT_NAME!r} input")
     return ServedPolicy(policy=numpy_policy(signature, export.INPUT_NAME, input_spec.dtype),
                         outputs=numpy_outputs(signature, export.INPUT_NAME, input_spec.dtype),
-                        obs_shape=tuple(input_spec.shape[1:]), obs_dtype=input_spec.dtype.name, metadata=export.read_metadata(path), saved_model=loaded)
+                        obs_shape=tuple(input_spec.shape[1:]), obs_dtype=input_spec.dtype.name,
+                        metadata=export.read_metadata(path), saved_model=loaded)
