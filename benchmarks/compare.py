@@ -74,7 +74,7 @@ SUITES = {
     "ppo-pendulum": Suite("ppo", "Pendulum-v1", "ppo-pendulum"),
     "sac-pendulum": Suite("sac", "Pendulum-v1", "sac-pendulum"),
     "ppo-lunarlandercontinuous": Suite("ppo", "LunarLanderContinuous-v3", "ppo-lunarlandercontinuous"),
-    "sac-lunarlandercontinuous": Suite("sac", "LunarLanderContinuous-v3", "sac-lunarlandercontinuous"),
+    "sac-lunarlandercontinuous": Suite("sac", "LunarLanderContinuous-v3", "sac-lunarlandercontinuous-sb3zoo"),
 }
 
 # Both libraries: no periodic evaluations or checkpoints (SB3 does neither by default).

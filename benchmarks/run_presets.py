@@ -6,7 +6,8 @@ Each seed is a separate `scripts/train.py` process (never two at once: they woul
 Per seed: the final greedy evaluation (mean return over the preset's final_eval_episodes), the
 process wall time, and env steps/s over the training part (from metrics.jsonl, evaluations excluded).
 With keep_best_policy (tfrl.best_policy) also the best policy's final evaluation, on the same episodes,
-and the env step it comes from: that is the policy train.py exports.
+and the env step it comes from: that is the policy train.py exports. Each evaluation as
+[env step, seconds of the run loop, mean return], for time-to-return curves.
 Results are appended as JSON lines to --out, and the table goes to stdout for docs/benchmarks.md.
 """
 
@@ -52,7 +53,8 @@ def run_seed(seed: int, run_dir: pathlib.Path) -> dict:
         "env_steps": final["env_step"], "process_wall_s": round(wall, 1),
         "train_loop_s": final["wall_time_s"],
         "env_steps_per_s_mean": round(sum(r["env_steps_per_s"] for r in train_records) / max(len(train_records), 1)),
-        "num_evals": len(evals), "command": " ".join(cmd[1:]).replace(str(REPO_ROOT) + "/", ""),
+        "num_evals": len(evals),
+        "evals": [[r["env_step"], r["wall_time_s"], round(r["return_mean"], 1)] for r in evals], "command": " ".join(cmd[1:]).replace(str(REPO_ROOT) + "/", ""),
         **({"best_return_mean": best[-1]["return_mean"], "best_return_std": best[-1]["return_std"],
             "best_env_step": best[-1]["best_env_step"]} if best else {}),
     }

@@ -61,6 +61,18 @@ def test_seeding_env_i_gets_seed_plus_i_and_reset_with_a_seed_rebuilds_the_pool(
         env.close()
 
 
+def test_the_pool_runs_one_thread_per_core_at_most(monkeypatch):
+    from tfrl.envpool_vector import EnvPoolVectorEnv
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
+    for num_envs, threads in ((8, 2), (1, 1)):
+        env = EnvPoolVectorEnv("CartPole-v1", num_envs)
+        try:
+            assert env._pool.config["num_threads"] == threads
+        finally:
+            env.close()
+
+
 @pytest.mark.parametrize("env, kwargs, message", [
     ("custom_envs:Corridor-v0", None, "--vector_mode=envpool: EnvPool has no custom_envs:Corridor-v0; use "
                                       "--vector_mode=sync or async"),
