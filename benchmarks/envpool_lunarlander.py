@@ -7,6 +7,8 @@
    equal seeds give different episodes: only their distributions can be compared.
 2. Speed: env steps/s of 16 envs stepped with random actions, alternating gymnasium's sync vector env and
    EnvPool, --blocks blocks of 2000 vector steps each.
+3. EnvPool's threads: its pool of 16 envs stepped directly with each of --pool_threads threads (EnvPool's own
+   default is a thread per env; tfrl makes one per core at most), alternated, --blocks blocks each.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tfrl import envs
 
 flags.DEFINE_integer("episodes", 1000, "Random-policy episodes per implementation.")
 flags.DEFINE_integer("blocks", 3, "Timed blocks per implementation, alternated.")
+flags.DEFINE_list("pool_threads", ["1", "2", "16"], "EnvPool thread counts timed in part 3.")
 FLAGS = flags.FLAGS
 MODES = ("sync", "envpool")
 
@@ -36,15 +39,40 @@ def random_returns(mode: str) -> tuple[np.ndarray, np.ndarray]:
     return returns, lengths
 
 
-def steps_per_second(mode: str) -> float:
-    env = envs.make_vector_env("LunarLander-v3", 16, seed=0, vector_mode=mode, training=True)
-    actions = np.random.default_rng(0).integers(0, 4, (2000, 16))
+def random_steps_per_second(env) -> float:
+    """Env steps/s of 16 envs over 2000 vector steps with random actions; closes env."""
+    actions = np.random.default_rng(0).integers(0, 4, (2000, 16)).astype(np.int32)
     start = time.perf_counter()
     for action in actions:
         env.step(action)
     elapsed = time.perf_counter() - start
     env.close()
     return actions.size / elapsed
+
+
+def steps_per_second(mode: str) -> float:
+    return random_steps_per_second(envs.make_vector_env("LunarLander-v3", 16, seed=0, vector_mode=mode,
+                                                        training=True))
+
+
+def pool_steps_per_second(threads: int) -> float:
+    import envpool  # noqa: PLC0415 - the envpool extra
+
+    pool = envpool.make_gymnasium("LunarLander-v3", num_envs=16, seed=0, num_threads=threads)
+    pool.reset()
+    return random_steps_per_second(pool)
+
+
+def print_speeds(label: str, timers: dict) -> None:
+    """Times each of `timers` (name: a function returning env steps/s) in --blocks alternated blocks."""
+    speeds = {name: [] for name in timers}
+    for _ in range(FLAGS.blocks):
+        for name, timer in timers.items():
+            speeds[name].append(timer())
+    print(f"| {label} | env steps/s, 16 envs, per block |")
+    print("|---|---|")
+    for name, values in speeds.items():
+        print(f"| {name} | {' / '.join(f'{s:.0f}' for s in values)} |")
 
 
 def main(argv):
@@ -55,15 +83,8 @@ def main(argv):
         returns, lengths = random_returns(mode)
         print(f"| {mode} | {returns.mean():.1f} ± {returns.std():.1f} ({len(returns)}) | {lengths.mean():.1f} |",
               flush=True)
-    speeds = {mode: [] for mode in MODES}
-    for _ in range(FLAGS.blocks):
-        for mode in MODES:
-            speeds[mode].append(steps_per_second(mode))
-    print("| implementation | env steps/s, 16 envs, per block |")
-    print("|---|---|")
-    for mode in MODES:
-        print(f"| {mode} | {' / '.join(f'{s:.0f}' for s in speeds[mode])} |")
-
+    print_speeds("implementation", {mode: lambda mode=mode: steps_per_second(mode) for mode in MODES})
+    print_speeds("EnvPool threads", {int(t): lambda t=int(t): pool_steps_per_second(t) for t in FLAGS.pool_threads})
 
 if __name__ == "__main__":
     app.run(main)

@@ -1,14 +1,17 @@
-"""Benchmark: DQN and A2C train-step time for each precision policy x XLA on/off, in one process.
+"""Benchmark: DQN, A2C and SAC train-step time for each precision policy x XLA on/off, in one process.
 
     python benchmarks/precision_xla.py                                  # all 6 combinations, both agents
     python benchmarks/precision_xla.py --combos=float32:off,mixed_bfloat16:off --agents=dqn
     python benchmarks/precision_xla.py --agents=dqn_cnn --calls=20 --repeats=3 --warmup_calls=5
+    python benchmarks/precision_xla.py --agents=sac --calls=10 --repeats=3 --warmup_calls=3
 
 Shapes are LunarLander's (obs 8, 4 actions). DQN: one train call = K=4 gradient steps on batches of 128,
 Q-network [256, 256] (as benchmarks/dqn_train_step.py). A2C: one train call = one update on a rollout of
 8 envs x 5 steps = 40 transitions, separate [64, 64] tanh torsos (the SB3 zoo settings). dqn_cnn: Atari's
 shapes (84x84x4 uint8 frames, 4 actions), the Nature CNN and a [512] layer, one train call = one gradient step
-on a batch of 32 (Mnih et al. 2015).
+on a batch of 32 (Mnih et al. 2015). sac: LunarLanderContinuous' shapes (obs 8, 2 actions), twin Q-networks
+and an actor of [256, 256], one train call = K=64 gradient steps on batches of 256 (SAC's presets); its "first
+loss" is the critic loss.
 
 Every learner starts from the same weights (Keras' seed is reset before each is built) and trains first on the
 same batch; the "first loss" column shows what each precision computes from them, against float32's.
@@ -35,11 +38,13 @@ from tfrl.agents.a2c.learning import A2CLearner
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
+from tfrl.agents.sac.config import SACConfig
+from tfrl.agents.sac.learning import SACBatch, SACLearner
 from tfrl.envs import EnvInfo
 
 ALL_COMBOS = [f"{policy}:{xla}" for policy in runtime_lib.PRECISION_POLICIES for xla in ("off", "on")]
 flags.DEFINE_list("combos", ALL_COMBOS, "precision:xla pairs, xla one of on/off.")
-flags.DEFINE_list("agents", ["dqn", "a2c"], "Agents whose train step is timed: dqn, a2c, dqn_cnn.")
+flags.DEFINE_list("agents", ["dqn", "a2c"], "Agents whose train step is timed: dqn, a2c, dqn_cnn, sac.")
 flags.DEFINE_integer("calls", 100, "Train calls per timed block.")
 flags.DEFINE_integer("repeats", 5, "Timed blocks per combination; the median is reported.")
 flags.DEFINE_integer("warmup_calls", 20, "Untimed calls per learner first (tracing, XLA compilation).")
@@ -50,6 +55,8 @@ FLAGS = flags.FLAGS
 
 LUNAR = EnvInfo("LunarLander-v3", (8,), 4)
 ATARI = EnvInfo("ALE/Breakout-v5", (84, 84, 4), 4, obs_dtype="uint8")
+LUNAR_CONTINUOUS = EnvInfo("LunarLanderContinuous-v3", (8,), 0, action_shape=(2,), action_low=(-1.0, -1.0),
+                           action_high=(1.0, 1.0))
 
 
 @dataclasses.dataclass
@@ -99,6 +106,18 @@ def _a2c_case(runtime: runtime_lib.Runtime, rng: np.random.Generator) -> callabl
     return lambda: learner.update(rollout)
 
 
+def _sac_case(runtime: runtime_lib.Runtime, rng: np.random.Generator) -> callable:
+    learner = SACLearner(SACConfig(gradient_steps_per_train=64, train_period_env_steps=64), LUNAR_CONTINUOUS,
+                         runtime)
+    k, b, d = 64, 256, 2
+    normal = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
+    batch = SACBatch({"obs": normal(k, b, 8), "next_obs": normal(k, b, 8),
+                      "action": rng.uniform(-1, 1, (k, b, d)).astype(np.float32), "reward": normal(k, b),
+                      "discount": np.full((k, b), 0.99, np.float32), "noise_next": normal(k, b, d),
+                      "noise": normal(k, b, d)})
+    return lambda: learner.update(batch)
+
+
 def _parse_combo(combo: str) -> tuple[str, bool]:
     precision, _, xla = combo.partition(":")
     if precision not in runtime_lib.PRECISION_POLICIES or xla not in ("on", "off"):
@@ -134,7 +153,7 @@ def main(argv):
     if FLAGS.cartpole_seed is not None:
         cartpole_outcomes([_parse_combo(combo) for combo in FLAGS.combos], FLAGS.cartpole_seed)
         return
-    builders = {"dqn": _dqn_case, "a2c": _a2c_case, "dqn_cnn": _dqn_cnn_case}
+    builders = {"dqn": _dqn_case, "a2c": _a2c_case, "dqn_cnn": _dqn_cnn_case, "sac": _sac_case}
     for agent in FLAGS.agents:
         if agent not in builders:
             raise app.UsageError(f"--agents: unknown agent {agent!r}; choose from {', '.join(builders)}")
@@ -151,7 +170,8 @@ def main(argv):
     print("\n".join(line for line in runtime.banner().splitlines()
                     if not line.lstrip().startswith(("precision:", "XLA:"))), flush=True)
     for case in cases:
-        case.first_loss = case.train().metrics["loss"]
+        metrics = case.train().metrics
+        case.first_loss = metrics["loss"] if "loss" in metrics else metrics["critic_loss"]
         for _ in range(FLAGS.warmup_calls):  # trace, compile, warm up
             case.train()
     for _ in range(FLAGS.repeats):
