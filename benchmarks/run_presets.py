@@ -54,7 +54,8 @@ def run_seed(seed: int, run_dir: pathlib.Path) -> dict:
         "train_loop_s": final["wall_time_s"],
         "env_steps_per_s_mean": round(sum(r["env_steps_per_s"] for r in train_records) / max(len(train_records), 1)),
         "num_evals": len(evals),
-        "evals": [[r["env_step"], r["wall_time_s"], round(r["return_mean"], 1)] for r in evals], "command": " ".join(cmd[1:]).replace(str(REPO_ROOT) + "/", ""),
+        "evals": [[r["env_step"], r["wall_time_s"], round(r["return_mean"], 1)] for r in evals],
+        "command": " ".join(cmd[1:]).replace(str(REPO_ROOT) + "/", ""),
         **({"best_return_mean": best[-1]["return_mean"], "best_return_std": best[-1]["return_std"],
             "best_env_step": best[-1]["best_env_step"]} if best else {}),
     }

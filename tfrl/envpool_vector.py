@@ -71,8 +71,8 @@ class EnvPoolVectorEnv:
         self._lengths = np.zeros(num_envs, np.int64)
 
     def _make(self, seed: int):
-        # EnvPool's default is a thread per env; more threads than cores only add switching (16 LunarLander
-        # envs on 2 cores step 1.3x faster with 2 threads than with 16: docs/benchmarks.md).
+        # EnvPool's default is a thread per env; more threads than cores only add switching (measured in
+        # docs/benchmarks.md, "EnvPool against gymnasium").
         threads = min(self.num_envs, len(os.sched_getaffinity(0)))
         return _envpool().make_gymnasium(self._env_id, num_envs=self.num_envs, seed=int(seed), num_threads=threads)
 
