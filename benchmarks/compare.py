@@ -279,18 +279,13 @@ def _env_info(env_id: str):
 
 def _sac_floor(config, info, runtime, rng, calls: int, repeats: int):
     """(wall s, CPU s) per call of SAC's train step on random transitions, K per call, and the run's steps."""
-    import numpy as np
-
     import dqn_train_step  # noqa: E402  (benchmarks/ is on the path)
     from tfrl.agents.sac.learning import SACBatch, SACLearner
 
     learner = SACLearner(config, info, runtime)
-    k, b, d = config.gradient_steps_per_train, config.batch_size, info.action_size
-    normal = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
-    batch = SACBatch({"obs": normal(k, b, *info.obs_shape), "next_obs": normal(k, b, *info.obs_shape),
-                      "action": rng.uniform(-1, 1, (k, b, d)).astype(np.float32), "reward": normal(k, b),
-                      "discount": np.full((k, b), config.gamma, np.float32), "noise_next": normal(k, b, d),
-                      "noise": normal(k, b, d)})
+    k = config.gradient_steps_per_train
+    batch = SACBatch(dqn_train_step.random_sac_batch(k, config.batch_size, info.obs_shape, info.action_size,
+                                                     config.gamma, rng))
     wall, cpu = dqn_train_step.time_calls(lambda: learner.update(batch), calls, repeats)
     first = max(config.learning_starts, config.train_period_env_steps)
     run_steps = (max(config.total_env_steps - first, 0) // config.train_period_env_steps + 1) * k

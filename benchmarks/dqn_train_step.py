@@ -50,6 +50,16 @@ def random_batch(gradient_steps: int, batch_size: int, obs_shape: tuple[int, ...
     }
 
 
+def random_sac_batch(gradient_steps: int, batch_size: int, obs_shape: tuple[int, ...], action_size: int,
+                     gamma: float, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """SAC's random_batch: actions uniform in [-1, 1] and the standard-normal noise of its two action samples."""
+    k, b, d = gradient_steps, batch_size, action_size
+    normal = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
+    return {"obs": normal(k, b, *obs_shape), "next_obs": normal(k, b, *obs_shape),
+            "action": rng.uniform(-1, 1, (k, b, d)).astype(np.float32), "reward": normal(k, b),
+            "discount": np.full((k, b), gamma, np.float32), "noise_next": normal(k, b, d), "noise": normal(k, b, d)}
+
+
 def time_calls(call: Callable[[], object], calls: int, repeats: int, warmup: int = 20) -> tuple[float, float]:
     """(wall s, process CPU s) per call of `call`, each the median over `repeats` runs of `calls` calls."""
     for _ in range(warmup):  # trace and warm up

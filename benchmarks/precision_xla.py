@@ -32,6 +32,7 @@ import keras
 import numpy as np
 from absl import app, flags
 
+import dqn_train_step  # benchmarks/, the script's directory
 from tfrl import runtime as runtime_lib
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner
@@ -109,12 +110,7 @@ def _a2c_case(runtime: runtime_lib.Runtime, rng: np.random.Generator) -> callabl
 def _sac_case(runtime: runtime_lib.Runtime, rng: np.random.Generator) -> callable:
     learner = SACLearner(SACConfig(gradient_steps_per_train=64, train_period_env_steps=64), LUNAR_CONTINUOUS,
                          runtime)
-    k, b, d = 64, 256, 2
-    normal = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
-    batch = SACBatch({"obs": normal(k, b, 8), "next_obs": normal(k, b, 8),
-                      "action": rng.uniform(-1, 1, (k, b, d)).astype(np.float32), "reward": normal(k, b),
-                      "discount": np.full((k, b), 0.99, np.float32), "noise_next": normal(k, b, d),
-                      "noise": normal(k, b, d)})
+    batch = SACBatch(dqn_train_step.random_sac_batch(64, 256, (8,), 2, 0.99, rng))
     return lambda: learner.update(batch)
 
 
