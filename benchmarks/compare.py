@@ -2,9 +2,11 @@
 
     python benchmarks/compare.py --suite=a2c-cartpole --seeds=0,1,2
     python benchmarks/compare.py --suite=dqn-lunarlander --quick      # a smoke test of a couple of minutes
+    python benchmarks/compare.py --suite=sac-lunarlandercontinuous --seeds=0 \
+        --hp=total_env_steps=300000 --hp=log_interval=5000 --target_return=200   # time to a return, cut short
 
 Suites: dqn-lunarlander, a2c-lunarlander, ppo-lunarlander, dqn-cartpole, a2c-cartpole, ppo-cartpole, ppo-pendulum,
-sac-pendulum, ppo-lunarlandercontinuous, sac-lunarlandercontinuous; each
+sac-pendulum, ppo-lunarlandercontinuous, sac-lunarlandercontinuous, sac-bipedalwalker; each
 trains the rl-baselines3-zoo settings (the suite's `configs/*-sb3zoo.json` preset; PPO's and SAC's own presets are the zoo's)
 with both libraries. Runs alternate A B A B
 (tfrl seed 0, SB3 seed 0, tfrl seed 1, ...), one process at a time, so that machine drift hits both.
@@ -21,6 +23,11 @@ unless asked): the final tfrl checkpoint is the only extra work left, inside pro
 Also the in-graph floor: the suite's train step timed alone on random batches (DQN: K gradient steps in
 one tf.function call, through benchmarks/dqn_train_step.py; A2C: one update per call), times the run's
 gradient steps: what training would cost if acting, env stepping and replay took no time.
+
+--hp=key=value overrides the suite's preset for both libraries (as train.py's --hp). With
+--target_return=R the table also gives, per library, the first log interval whose training episodes'
+mean return reached R: its env step and training time. Cutting total_env_steps leaves that time as the
+full run's when no hyperparameter follows total_env_steps (a linear schedule does).
 
 Output: a markdown table (median and [min, max] over seeds, and the tfrl/SB3 ratio per seed pair) printed
 and written into --docs between `<!-- compare:SUITE start -->` and `<!-- compare:SUITE end -->`, a PNG of
@@ -43,7 +50,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, Sequence
+from types import MappingProxyType
+from typing import Callable, Mapping, Sequence
 
 from absl import flags
 
@@ -75,6 +83,7 @@ SUITES = {
     "sac-pendulum": Suite("sac", "Pendulum-v1", "sac-pendulum"),
     "ppo-lunarlandercontinuous": Suite("ppo", "LunarLanderContinuous-v3", "ppo-lunarlandercontinuous"),
     "sac-lunarlandercontinuous": Suite("sac", "LunarLanderContinuous-v3", "sac-lunarlandercontinuous-sb3zoo"),
+    "sac-bipedalwalker": Suite("sac", "BipedalWalker-v3", "sac-bipedalwalker-sb3zoo"),
 }
 
 # Both libraries: no periodic evaluations or checkpoints (SB3 does neither by default).
@@ -158,11 +167,16 @@ def resolve_hparams(suite: Suite, overrides: dict) -> dict:
     return config_lib.to_dict(config)
 
 
-def run_specs(suite_name: str, seeds: Sequence[int], threads: int, quick: bool) -> list[RunSpec]:
+def run_specs(suite_name: str, seeds: Sequence[int], threads: int, quick: bool,
+              hp: Mapping[str, str] = MappingProxyType({})) -> list[RunSpec]:
+    """One spec per seed: the suite's preset, then the harness's overrides, --quick's, and `hp` (--hp)."""
     if suite_name not in SUITES:
         raise UsageError(f"--suite: unknown suite {suite_name!r}; choose one of {', '.join(SUITES)}")
+    fixed = sorted(set(hp) & set(HARNESS_OVERRIDES))
+    if fixed:
+        raise UsageError(f"--hp: compare.py sets {', '.join(fixed)} for both libraries; it cannot be overridden")
     suite = SUITES[suite_name]
-    overrides = {**HARNESS_OVERRIDES, **(QUICK_OVERRIDES[suite.agent] if quick else {})}
+    overrides = {**HARNESS_OVERRIDES, **(QUICK_OVERRIDES[suite.agent] if quick else {}), **hp}
     hparams = resolve_hparams(suite, overrides)
     return [RunSpec(suite_name, suite.agent, suite.env_id, suite.preset, seed, threads, overrides, hparams)
             for seed in seeds]
@@ -237,7 +251,9 @@ def run_once(runner: Runner, spec: RunSpec, order: int, work_dir: pathlib.Path) 
         "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # Linux reports KiB
         "harness_rss_mb": harness_rss_mb(),
         "return_mean": final["return_mean"], "return_std": final["return_std"], "eval_episodes": final["episodes"],
-        "curve": [[r["env_step"], r["episode_return_mean"]] for r in train if "episode_return_mean" in r],
+        # [env step, training seconds, mean return of the training episodes of that log interval]
+        "curve": [[r["env_step"], r["wall_time_s"], r["episode_return_mean"]]
+                  for r in train if "episode_return_mean" in r],
         "command": " ".join(command).replace(str(REPO_ROOT) + "/", "").replace(str(work_dir) + "/", ""),
     }
 
@@ -393,6 +409,36 @@ def summary_table(records: Sequence[dict], names: tuple[str, str]) -> str:
     return "\n".join(rows)
 
 
+def time_to_return(record: dict, target: float) -> tuple[int, float] | None:
+    """(env step, training seconds) of the run's first log interval whose training episodes' mean return
+    reached `target`, or None."""
+    for env_step, seconds, mean_return in record["curve"]:
+        if mean_return >= target:
+            return env_step, seconds
+    return None
+
+
+def target_table(records: Sequence[dict], names: tuple[str, str], target: float) -> str:
+    """Markdown: per seed, when each library's training episodes first reached `target` on average."""
+    def cell(record: dict) -> str:
+        reached = time_to_return(record, target)
+        if reached is None:
+            best = max((mean_return for *_, mean_return in record["curve"]), default=float("nan"))
+            return f"not reached in {record['env_steps']} (best {best:.1f})"
+        return f"{reached[0]} / {reached[1]:.1f}"
+
+    a_name, b_name = names
+    rows = [f"| seed | {a_name}: env steps / training s to a training mean return of {target:g} "
+            f"| {b_name}: the same | {a_name}/{b_name} training s |", "|---|---|---|---|"]
+    by_seed = {name: {r["seed"]: r for r in records if r["library"] == name} for name in names}
+    for seed in sorted(set(by_seed[a_name]) & set(by_seed[b_name])):
+        a, b = by_seed[a_name][seed], by_seed[b_name][seed]
+        reached_a, reached_b = time_to_return(a, target), time_to_return(b, target)
+        ratio = f"{reached_a[1] / reached_b[1]:.2f}" if reached_a and reached_b else "-"
+        rows.append(f"| {seed} | {cell(a)} | {cell(b)} | {ratio} |")
+    return "\n".join(rows)
+
+
 def runs_table(records: Sequence[dict]) -> str:
     rows = ["| # | library | seed | wall (s) | training (s) | env steps/s | CPU (s) | peak RSS (MB) "
             "| greedy return (episodes) |", "|---|---|---|---|---|---|---|---|---|"]
@@ -441,7 +487,7 @@ def machine_description() -> str:
 
 def markdown_section(suite_name: str, specs: Sequence[RunSpec], records: Sequence[dict], floor: dict | None,
                      names: tuple[str, str], command: str, started: str, load: tuple[str, str],
-                     plot_name: str | None) -> str:
+                     plot_name: str | None, target_return: float | None = None) -> str:
     spec = specs[0]
     hp = spec.hparams
     lines = [
@@ -460,6 +506,10 @@ def markdown_section(suite_name: str, specs: Sequence[RunSpec], records: Sequenc
         "carries a parent's high-water mark into its child's ru_maxrss), the same for both libraries.", "",
         runs_table(records), "",
     ]
+    if target_return is not None:
+        lines += [f"Time to a return of {target_return:g}: the first log interval ({hp['log_interval']} env steps) "
+                  "whose training episodes averaged that much (exploring policies, not greedy evaluations).", "",
+                  target_table(records, names, target_return), ""]
     if floor is not None:
         lines += [floor_lines(floor, records, names), ""]
     if plot_name:
@@ -490,7 +540,7 @@ def plot_curves(records: Sequence[dict], names: tuple[str, str], title: str, pat
     fig, ax = plt.subplots(figsize=(7, 4))
     for color, name in zip(("C0", "C1"), names):
         for i, r in enumerate(r for r in records if r["library"] == name):
-            steps, returns = zip(*r["curve"]) if r["curve"] else ((), ())
+            steps, _, returns = zip(*r["curve"]) if r["curve"] else ((), (), ())
             ax.plot(steps, returns, color=color, alpha=0.8, label=name if i == 0 else None)
     ax.set_xlabel("env steps")
     ax.set_ylabel("training episode return (mean per log interval)")
@@ -516,10 +566,11 @@ class Outputs:
 
 def compare(suite_name: str, seeds: Sequence[int], threads: int, quick: bool, pair: Sequence[Runner] = DEFAULT_PAIR,
             outputs: Outputs = Outputs(), command: str = "", measure_in_graph_floor: bool = True,
+            hp: Mapping[str, str] = MappingProxyType({}), target_return: float | None = None,
             ) -> tuple[list[dict], str]:
     """Runs the suite for both runners (A B A B), then the floor; returns (records, markdown section)."""
     docs_path, plot_path, results_path = outputs.docs, outputs.plot, outputs.results
-    specs = run_specs(suite_name, seeds, threads, quick)
+    specs = run_specs(suite_name, seeds, threads, quick, hp)
     names = (pair[0].name, pair[1].name)
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
     load_start = f"{os.getloadavg()[0]:.2f}"
@@ -543,7 +594,7 @@ def compare(suite_name: str, seeds: Sequence[int], threads: int, quick: bool, pa
     if plot_path is not None:
         plot_name = os.path.relpath(plot_path, docs_path.parent) if docs_path is not None else plot_path.name
     section = markdown_section(suite_name, specs, records, floor, names, command, started, (load_start, load_end),
-                               plot_name)
+                               plot_name, target_return)
     if docs_path is not None:
         write_section(docs_path, suite_name, section)
     return records, section
@@ -555,6 +606,10 @@ def define_flags() -> None:
     flags.DEFINE_string("suite", None, f"One of: {', '.join(SUITES)}.")
     flags.DEFINE_list("seeds", None, "Seeds; default 0,1,2 (0 with --quick).")
     flags.DEFINE_integer("threads", 1, "Intra-op and inter-op threads for both libraries.")
+    flags.DEFINE_multi_string("hp", [], "Override of the suite's preset for both libraries, key=value, repeatable "
+                              "(as train.py's --hp): --hp=total_env_steps=250000 --hp=log_interval=5000.")
+    flags.DEFINE_float("target_return", None, "Also tabulate when each run's training episodes first averaged "
+                       "this return (env step, training time).")
     flags.DEFINE_bool("quick", False, "Smoke test: a few thousand env steps, 5 evaluation episodes. Writes under "
                       "runs/compare-quick/ unless --docs/--plot/--results say otherwise.")
     flags.DEFINE_string("docs", None, "Markdown file to write the section into (default docs/benchmarks.md; "
@@ -598,7 +653,8 @@ def main(argv):
         seeds = [int(s) for s in (FLAGS.seeds or (["0"] if FLAGS.quick else ["0", "1", "2"]))]
     except ValueError:
         raise UsageError(f"--seeds: expected integers, got {','.join(FLAGS.seeds)}") from None
-    run_specs(FLAGS.suite, seeds, FLAGS.threads, FLAGS.quick)  # bad suite or preset: fail before anything runs
+    hp = config_lib.parse_cli_overrides(FLAGS.hp)
+    run_specs(FLAGS.suite, seeds, FLAGS.threads, FLAGS.quick, hp)  # bad suite, preset or --hp: fail before any run
     require_bench_extra()
     out = REPO_ROOT / "runs" / "compare-quick" if FLAGS.quick else None
     docs = _path_flag(FLAGS.docs, out / "benchmarks.md" if out else REPO_ROOT / "docs" / "benchmarks.md")
@@ -606,7 +662,7 @@ def main(argv):
     results = _path_flag(FLAGS.results, (out or BENCHMARKS_DIR / "results") / f"compare-{FLAGS.suite}.jsonl")
     command = " ".join(["python", "benchmarks/compare.py", *sys.argv[1:]])
     _, section = compare(FLAGS.suite, seeds, FLAGS.threads, FLAGS.quick, DEFAULT_PAIR, Outputs(docs, plot, results),
-                         command)
+                         command, hp=hp, target_return=FLAGS.target_return)
     print(section)
     if docs is not None:
         print(f"written: {docs}" + (f", {plot}" if plot else ""))

@@ -48,14 +48,14 @@ def test_quick_tfrl_against_a_test_double_writes_records_table_docs_and_plot(tmp
     assert (tfrl["library"], tfrl["order"], double["library"], double["order"]) == ("tfrl", 0, "double", 1)
     # tfrl really trained: --quick's 4000 env steps, logged every 1000, 5 greedy CartPole episodes.
     assert tfrl["env_steps"] == 4000 and tfrl["eval_episodes"] == 5
-    assert [step for step, _ in tfrl["curve"]] == [1000, 2000, 3000, 4000]
+    assert [step for step, _, _ in tfrl["curve"]] == [1000, 2000, 3000, 4000]
     assert 8 <= tfrl["return_mean"] <= 500  # a CartPole episode lasts 8 to 500 steps, +1 reward each
     assert tfrl["cpu_s"] > 0 and tfrl["peak_rss_mb"] > 100 and tfrl["wall_s"] > tfrl["train_s"] > 0
     assert "--hp=eval_interval=0" in tfrl["command"] and "--intra_op_threads=1" in tfrl["command"]
     # The double's known records: 4000 env steps at 1000/s -> 4 s; final return 100 + seed.
     assert double["train_s"] == 4.0 and double["env_steps_per_s"] == 1000.0
     assert double["return_mean"] == 100.0 and double["eval_episodes"] == 5
-    assert double["curve"] == [[1000, 1.0], [2000, 2.0], [3000, 3.0], [4000, 4.0]]
+    assert double["curve"] == [[1000, 1.0, 1.0], [2000, 2.0, 2.0], [3000, 3.0, 3.0], [4000, 4.0, 4.0]]
 
     assert len(outputs.results.read_text().splitlines()) == 2
     assert outputs.plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -84,7 +84,25 @@ def test_runs_alternate_a_b_seed_by_seed(tmp_path):
     assert [(r["order"], r["library"], r["seed"]) for r in records] == [
         (0, "a", 0), (1, "b", 0), (2, "a", 1), (3, "b", 1), (4, "a", 2), (5, "b", 2)]
     # --quick's DQN settings reach the runner: 3000 env steps logged every 500, 5 evaluation episodes.
-    assert records[5]["curve"][-1] == [3000, 23.0] and records[5]["eval_episodes"] == 5
+    assert records[5]["curve"][-1] == [3000, 3.0, 23.0] and records[5]["eval_episodes"] == 5
+
+
+def test_hp_overrides_reach_both_libraries_and_the_target_table(tmp_path):
+    pair = (make_test_double("a", tmp_path / "order.log"), make_test_double("b", tmp_path / "order.log"))
+    records, section = compare.compare("sac-pendulum", [0, 1], threads=1, quick=False, pair=pair,
+                                       measure_in_graph_floor=False, target_return=12.5,
+                                       hp={"total_env_steps": "5000", "log_interval": "500"})
+    # The doubles log every 500 env steps to 5000; their training return is 10 * seed + env_step / 1000.
+    assert [len(r["curve"]) for r in records] == [10, 10, 10, 10] and records[0]["env_steps"] == 5000
+    assert "total_env_steps=5000, log_interval=500" in section and "5000 env steps" in section
+    # Seed 0 peaks at 5.0: never 12.5. Seed 1 starts at 10.5 and reaches 12.5 at env step 2500, 2.5 s.
+    assert "| 0 | not reached in 5000 (best 5.0) | not reached in 5000 (best 5.0) | - |" in section
+    assert "| 1 | 2500 / 2.5 | 2500 / 2.5 | 1.00 |" in section
+    assert compare.time_to_return({"curve": [[10, 1.0, 3.0], [20, 2.5, 7.0], [30, 4.0, 9.0]]}, 7.0) == (20, 2.5)
+    with pytest.raises(UsageError, match="sets eval_interval for both libraries"):
+        compare.run_specs("sac-pendulum", [0], 1, False, {"eval_interval": "1000"})
+    with pytest.raises(UsageError, match="no_such_hparam"):
+        compare.run_specs("sac-pendulum", [0], 1, False, {"no_such_hparam": "1"})
 
 
 def _record(library, seed, wall, train, steps_per_s, cpu, rss, ret):
@@ -185,6 +203,11 @@ def test_sb3_sac_arguments_are_the_zoo_values():
         ent_coef="auto_1.0", target_entropy="auto", policy_kwargs={"net_arch": [256, 256]})
     lunar = compare.run_specs("sac-lunarlandercontinuous", [0], 1, False)[0].hparams
     assert (lunar["total_env_steps"], lunar["learning_starts"], lunar["batch_size"]) == (500_000, 1000, 256)
+    walker = sb3_runner.sac_kwargs(compare.run_specs("sac-bipedalwalker", [0], 1, False)[0].hparams)
+    assert walker == dict(
+        learning_rate=7.3e-4, buffer_size=300_000, learning_starts=10_000, batch_size=256, tau=0.02, gamma=0.98,
+        train_freq=64, gradient_steps=64, ent_coef="auto_1.0", target_entropy="auto",
+        policy_kwargs={"net_arch": [400, 300]})
     for bad, message in [({"max_grad_norm": 1.0}, "does not clip"), ({"train_in_background": True}, "background"),
                          ({"normalize_observations": True}, "normalize_observations=false")]:
         with pytest.raises(UsageError, match=message):
@@ -208,3 +231,6 @@ def test_cli_without_sb3_exits_2_naming_the_bench_extra(tmp_path):
     assert "Traceback" not in completed.stderr and not (tmp_path / "b.md").exists()
     bad_suite = _run_compare_cli(["--suite=ppo-pong"])
     assert bad_suite.returncode == 2 and "unknown suite 'ppo-pong'" in bad_suite.stderr
+    bad_hp = _run_compare_cli(["--suite=sac-pendulum", "--hp=batch_size=big", f"--docs={tmp_path / 'b.md'}"])
+    assert bad_hp.returncode == 2 and "batch_size" in bad_hp.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in bad_hp.stderr and not (tmp_path / "b.md").exists()
