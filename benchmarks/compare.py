@@ -492,8 +492,9 @@ def markdown_section(suite_name: str, specs: Sequence[RunSpec], records: Sequenc
     lines = [
         f"### {suite_name}: {names[0]} against {names[1]}", "",
         "```", command, "```", "",
-        f"Run {started} UTC; load average (1 min) {load[0]} at the start, {load[1]} at the end: the machine was "
-        f"shared, so speeds are noisy (alternating the libraries makes the ratio fairer, not exact).",
+        f"Run {started} UTC; load average (1 min) {load[0]} at the start, {load[1]} at the end, each run using "
+        f"{spec.threads} thread(s): a load well above that means other jobs shared the machine and speeds are "
+        "noisy (alternating the libraries makes the ratio fairer, not exact).",
         f"Machine: {machine_description()}. Threads: {spec.threads} intra-op and {spec.threads} inter-op "
         "for both (TF `--intra_op_threads/--inter_op_threads`, `torch.set_num_threads/set_num_interop_threads`).",
         f"Settings: `configs/{spec.preset}.json` (overrides: "
