@@ -10,6 +10,8 @@ the time, so their mean return is far below that.
 
 from __future__ import annotations
 
+import os
+
 import gymnasium as gym
 import numpy as np
 
@@ -79,3 +81,46 @@ class MultiDiscreteCorridor(Corridor):
 
 gym.register(id="UnboundedCorridor-v0", entry_point=UnboundedCorridor)
 gym.register(id="MultiDiscreteCorridor-v0", entry_point=MultiDiscreteCorridor)
+
+
+class ContinuousCorridor(Corridor):
+    """The corridor with a Box action in [low, high] (> 0 moves right): for SAC."""
+
+    def __init__(self, low: float = -1.0, high: float = 1.0):
+        super().__init__()
+        self.action_space = gym.spaces.Box(low, high, (1,), np.float32)
+
+    def step(self, action):
+        return super().step(1 if float(np.asarray(action).ravel()[0]) > 0 else 0)
+
+
+NAN_AT_STEP_VARIABLE = "CUSTOM_ENVS_NAN_AT_STEP"
+
+
+class NaNCorridor(ContinuousCorridor):
+    """The continuous corridor whose observation is NaN at its n-th step (counted over all its episodes), where
+    n is the environment variable CUSTOM_ENVS_NAN_AT_STEP when it is made; never NaN without it. An env that
+    goes bad at one moment; a run resumed without the variable sees a clean env."""
+
+    def __init__(self):
+        super().__init__()
+        self._nan_at = int(os.environ.get(NAN_AT_STEP_VARIABLE, "0"))
+        self._total_steps = 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        self._total_steps += 1
+        if self._total_steps == self._nan_at:
+            obs = np.full_like(obs, np.nan)
+        return obs, reward, terminated, truncated, info
+
+
+class HugeBoundsCorridor(ContinuousCorridor):
+    """Finite Box bounds whose span (high - low) overflows float32, which tfrl refuses: it rescales actions."""
+
+    def __init__(self):
+        super().__init__(low=-3e38, high=3e38)
+
+
+gym.register(id="NaNCorridor-v0", entry_point=NaNCorridor)
+gym.register(id="HugeBoundsCorridor-v0", entry_point=HugeBoundsCorridor)

@@ -201,7 +201,7 @@ def test_a_save_interrupted_before_its_commit_leaves_the_previous_checkpoint_and
 
     checkpointer = Checkpointer(tmp_path, {"net": net, "step": step})
     with monkeypatch.context() as m:
-        m.setattr(tf.train.CheckpointManager, "save", interrupted)
+        m.setattr(tf.train.Checkpoint, "write", interrupted)
         with pytest.raises(KeyboardInterrupt):
             checkpointer.save(300, {"at": 300}, {"a": np.arange(7)})
     assert not list(directory.glob("ckpt-3*"))  # what the interrupted save wrote is gone

@@ -2,7 +2,7 @@
 
 A checkpoint number N in `<run_dir>/checkpoints/` is three things:
     ckpt-N.index, ckpt-N.data-*   tf.train.Checkpoint of the trackables (networks, optimizer with its
-                                  slots and loss scale, step variables), written by tf.train.CheckpointManager
+                                  slots and loss scale, step variables), written by tf.train.Checkpoint.write
     ckpt-N.npz                    the arrays (e.g. the replay buffer), compressed, allow_pickle=False
     ckpt-N.json                   env step, the loop's JSON state (deadlines, RNG states, ...), the array
                                   manifest and the npz's SHA-256, and a SHA-256 over all of that
@@ -10,25 +10,38 @@ A checkpoint number N in `<run_dir>/checkpoints/` is three things:
 Commit order, so that a process killed with SIGKILL at any moment leaves the
 previous checkpoint intact and loadable:
     1. ckpt-N.npz: written to a temp name, fsync'd, os.replace'd into place;
-    2. the TF files (TF writes them under ckpt-N_temp/ and merges them into place; it also
-       rewrites its `checkpoint` state file);
+    2. the TF files (TF writes them under ckpt-N_temp/ and merges them into place), then read back;
     3. ckpt-N.json, like the npz: the commit point.
-A checkpoint is committed once its JSON is on disk: the files are the truth, and TF's
-`checkpoint` state file is only an index (a deleted or garbled one loses nothing). A crash before step 3 leaves files without a JSON, which are ignored
-and swept at the next save, as are complete checkpoints beyond the newest `keep`
-(keep=None: all are kept). Only ckpt-N files are ever deleted.
+A checkpoint is committed once its JSON is on disk: the files are the truth. A crash before step 3 leaves
+files without a JSON, which are ignored and swept at the next save, as are complete checkpoints beyond the
+newest `keep` (keep=None: all are kept). Only entries of `checkpoints/` named ckpt-N... are ever deleted (a
+symlink among them is unlinked, never followed).
+
+TF's `checkpoint` index file is written, never read: after each save it is rewritten from the committed
+checkpoints on disk, for tools that call tf.train.latest_checkpoint. Why tf.train.Checkpoint.write and not
+tf.train.CheckpointManager: the manager parses that index when it is created, raises on bytes that are not
+UTF-8, and deletes the .index and .data-* files of whatever the index lists beyond its max_to_keep, an absolute
+path outside the run or, in a reordered index, the newest checkpoint. max_to_keep=None would stop the deleting,
+but the manager would still parse the file and carry its entries forward. With write(), no TF code reads the
+index, and only tfrl's own naming rule decides what is deleted. The save counter the manager kept is still
+incremented, so that a checkpoint holds the same tensors as before.
+
+Non-finite numbers are refused both ways: save raises tfrl.numerics.NonFiniteError, writing nothing that stays,
+if an array or a variable (read back from the written TF files) holds a NaN or Inf, so the newest checkpoint is
+always a usable one; restore treats such a checkpoint (an older tfrl wrote them) like a corrupt one.
 
 Restoring validates a checkpoint fully before assigning anything (the JSON's checksum,
 the npz's SHA-256 and its members, which checks zip CRCs, every tensor of the TF files,
-which checks TF's CRCs); a corrupt, truncated or hand-edited one is reported with an absl
-warning naming the file, and the previous one is tried.
+which checks TF's CRCs, and that the float arrays and tensors are finite); a corrupt, truncated,
+hand-edited or non-finite one is reported with an absl warning naming the file (and the variable), and the
+previous one is tried.
 
 Numbers are sequential (1, 2, ...); a new checkpoint always gets a number above
 every number on disk, so it never overwrites an older (maybe corrupt) one.
 
 A save that fails (a full disk, a read-only file system) removes what it wrote
 of checkpoint N and raises CheckpointWriteError, naming the newest checkpoint,
-which it has not touched.
+which it has not touched. A `checkpoints` path that is not a directory is a UsageError.
 """
 
 from __future__ import annotations
@@ -47,7 +60,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from tfrl import crash_test_hooks
+from tfrl import crash_test_hooks, numerics
 from tfrl.errors import RunError, UsageError
 
 KEEP_CHECKPOINTS = 3  # newest checkpoints kept; older ones are deleted after each save
@@ -55,6 +68,8 @@ CHECKPOINT_DIR = "checkpoints"  # inside the run dir
 _PREFIX = "ckpt"
 _FORMAT_VERSION = 2  # 2: JSON written last, with checksums; 1 (still read): JSON first, no checksums
 _NUMBER = re.compile(rf"{_PREFIX}-(\d+)(?:\.|_temp$)")
+_INDEX_FILE = "checkpoint"  # TF's index, for tf.train.latest_checkpoint: written, never read
+_TF_VARIABLE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"  # of a variable's key in the TF files
 _APPLY_ERRORS = (ValueError, KeyError, TypeError, IndexError)  # a loop state that does not fit the run
 
 
@@ -81,6 +96,14 @@ class _Unusable(Exception):
         self.path = path
 
 
+class _NonFinite(_Unusable):
+    """A checkpoint's array or variable `name` holds a NaN or Inf."""
+
+    def __init__(self, path: pathlib.Path, name: str):
+        super().__init__(path, f"{name} holds NaN or Inf")
+        self.name = name
+
+
 def rng_state(generator: np.random.Generator) -> dict:
     """A NumPy Generator's bit_generator.state, JSON-serializable (Python ints are unbounded)."""
     return generator.bit_generator.state
@@ -103,7 +126,6 @@ class Checkpointer:
         self.directory = pathlib.Path(run_dir) / subdir
         self._checkpoint = tf.train.Checkpoint(**trackables)
         self._keep = keep
-        self._manager = None  # created at the first save: reading needs none, and it creates the directory
         self._last: tuple[int, int] | None = None  # (env step, number) of the last save or restore
 
     @property
@@ -135,36 +157,44 @@ class Checkpointer:
         A second save at the env step of the last save or restore writes nothing and
         returns that checkpoint's number (the final save of a run that ends right on
         a periodic checkpoint, or of a resumed run that had nothing left to do).
+        NonFiniteError if an array or variable holds NaN or Inf: nothing of checkpoint N stays.
         """
         if self._last is not None and self._last[0] == env_step and self._last[1] in self.numbers():
             return self._last[1]
+        arrays = {name: np.asarray(value) for name, value in (arrays or {}).items()}
+        bad = numerics.first_non_finite(arrays.items())
+        if bad is not None:  # before anything is written
+            raise numerics.NonFiniteError.in_checkpoint_state([f"array {bad!r}"]).at(env_step, self._last)
+        _check_is_directory(self.directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        if self._manager is None:
-            self._manager = tf.train.CheckpointManager(self._checkpoint, str(self.directory), max_to_keep=self._keep,
-                                                       checkpoint_name=_PREFIX)
         number = max(self._numbers_on_disk() | {0}) + 1
         try:
             self._write(number, env_step, loop_state, arrays)
-        except (OSError, tf.errors.OpError) as e:
+        except (OSError, tf.errors.OpError, _Unusable) as e:  # _Unusable: the TF files did not read back
             self._sweep()  # checkpoint N has no JSON: its files go
-            newest = self.numbers()
-            kept = f"checkpoint {newest[0]} is still the newest" if newest else "no checkpoint was written before"
-            reason = e.strerror if isinstance(e, OSError) and e.strerror else getattr(e, "message", None) or str(e)
-            reason = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", reason)  # TF's internal function name
-            raise CheckpointWriteError(f"cannot write checkpoint {number} in {self.directory} ({reason}); "
-                                       f"{kept}") from None
-        except BaseException:  # a second Ctrl-C (KeyboardInterrupt) inside the write: leave no stray files
-            self._sweep()
+            raise self._write_error(number, e) from None
+        except BaseException:  # NonFiniteError, or a second Ctrl-C (KeyboardInterrupt) inside the write
+            self._sweep()  # leave no stray files
             raise
         self._last = (int(env_step), number)
         self._sweep()
+        self._write_index()
         logging.info("checkpoint %d saved at env step %d: %s", number, env_step, self._paths(number)[0])
         return number
 
-    def _write(self, number: int, env_step: int, loop_state: Mapping[str, Any],
-               arrays: Mapping[str, np.ndarray] | None) -> None:
+    def _write_error(self, number: int, error: Exception) -> CheckpointWriteError:
+        newest = self.numbers()
+        kept = f"checkpoint {newest[0]} is still the newest" if newest else "no checkpoint was written before"
+        if isinstance(error, OSError) and error.strerror:
+            reason = error.strerror
+        else:
+            reason = getattr(error, "message", None) or str(error)
+        reason = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", reason)  # TF's internal function name
+        return CheckpointWriteError(f"cannot write checkpoint {number} in {self.directory} ({reason}); {kept}")
+
+    def _write(self, number: int, env_step: int, loop_state: Mapping[str, Any], arrays: Mapping[str, np.ndarray]
+               ) -> None:
         prefix, json_path, npz_path = self._paths(number)
-        arrays = {name: np.asarray(value) for name, value in (arrays or {}).items()}
         manifest = {name: {"shape": list(a.shape), "dtype": a.dtype.str} for name, a in arrays.items()}
         arrays_sha256 = None
         if arrays:
@@ -174,7 +204,12 @@ class Checkpointer:
         # The TF files, with a callback between them and the commit (the JSON).
         options = tf.train.CheckpointOptions(experimental_write_callbacks=[
             lambda save_path: crash_test_hooks.pause_point("checkpoint.tf_files_written")])
-        self._manager.save(checkpoint_number=number, options=options)
+        self._checkpoint.save_counter.assign_add(1)  # as tf.train.CheckpointManager counted saves (module docstring)
+        self._checkpoint.write(str(prefix), options=options)
+        try:
+            _validate_tf_files(prefix)  # every tensor reads back, and the float ones are finite
+        except _NonFinite as e:
+            raise numerics.NonFiniteError.in_checkpoint_state([e.name]).at(env_step, self._last) from None
         record = {"format": _FORMAT_VERSION, "checkpoint_number": number, "env_step": int(env_step),
                   "saved_at": time.time(), "arrays": manifest, "arrays_sha256": arrays_sha256,
                   "loop_state": dict(loop_state)}
@@ -182,8 +217,9 @@ class Checkpointer:
         _atomic_write(json_path, lambda f: f.write(json.dumps(record).encode()))
 
     def _sweep(self) -> None:
-        """Deletes the files of uncommitted checkpoints, and of committed ones beyond the newest `keep`."""
-        if not self.directory.exists():
+        """Deletes the files of uncommitted checkpoints, and of committed ones beyond the newest `keep`: entries of
+        the directory named by _NUMBER, nothing else (a symlink is unlinked, not followed)."""
+        if not self.directory.is_dir():
             return
         complete = self.numbers()
         kept = set(complete if self._keep is None else complete[:self._keep])
@@ -192,7 +228,23 @@ class Checkpointer:
             if match is None or int(match.group(1)) in kept:
                 continue
             with contextlib.suppress(OSError):
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+
+    def _write_index(self) -> None:
+        """Rewrites TF's `checkpoint` index from the committed checkpoints on disk, newest last, for tools that call
+        tf.train.latest_checkpoint; tfrl never reads it, so a failure here loses nothing (a warning)."""
+        names = [f"{_PREFIX}-{number}" for number in reversed(self.numbers())]
+        if not names:
+            return
+        lines = [f'model_checkpoint_path: "{names[-1]}"', *(f'all_model_checkpoint_paths: "{n}"' for n in names)]
+        try:
+            _atomic_write(self.directory / _INDEX_FILE, lambda f: f.write(("\n".join(lines) + "\n").encode()))
+        except OSError as e:
+            logging.warning("cannot rewrite %s (%s); the checkpoints are not affected",
+                            self.directory / _INDEX_FILE, e.strerror or e)
 
     # ---- restoring -----------------------------------------------------------
 
@@ -313,11 +365,15 @@ def _read_arrays(npz_path: pathlib.Path, manifest: Mapping[str, Mapping]) -> dic
         a = arrays.get(name)
         if a is None or list(a.shape) != spec["shape"] or a.dtype.str != spec["dtype"]:
             raise _Unusable(npz_path, f"array {name!r} is missing or differs from the manifest {spec}")
+    bad = numerics.first_non_finite(arrays.items())
+    if bad is not None:  # a replay poisoned before this check existed: training on it would diverge again
+        raise _NonFinite(npz_path, f"array {bad!r}")
     return arrays
 
 
 def _validate_tf_files(prefix: pathlib.Path) -> None:
-    """Reads every saved tensor, so a truncated or corrupt TF file fails here and not halfway through a restore."""
+    """Reads every saved tensor, so a truncated or corrupt TF file fails here and not halfway through a restore,
+    and checks the float ones are finite (_NonFinite names the first that is not)."""
     index = prefix.with_name(prefix.name + ".index")
     if not index.exists():
         raise _Unusable(index, "missing")
@@ -325,12 +381,14 @@ def _validate_tf_files(prefix: pathlib.Path) -> None:
         reader = tf.train.load_checkpoint(str(prefix))
     except Exception as e:  # noqa: BLE001 - tf.errors.*, IndexError for short reads
         raise _Unusable(index, f"cannot read the TF checkpoint index ({type(e).__name__}: {e})") from None
+    data_files = sorted(prefix.parent.glob(prefix.name + ".data-*")) or [prefix]
     for key in reader.get_variable_to_shape_map():
         try:
-            reader.get_tensor(key)
+            tensor = reader.get_tensor(key)
         except Exception as e:  # noqa: BLE001
-            data_files = sorted(prefix.parent.glob(prefix.name + ".data-*")) or [prefix]
             raise _Unusable(data_files[0], f"cannot read tensor {key!r} ({type(e).__name__}: {e})") from None
+        if numerics.first_non_finite([(key, tensor)]) is not None:
+            raise _NonFinite(data_files[0], f"variable {key.removesuffix(_TF_VARIABLE_SUFFIX)!r}")
 
 
 def _atomic_write(path: pathlib.Path, write) -> None:
@@ -362,10 +420,18 @@ def complete_numbers(directory: pathlib.Path) -> list[int]:
     """Numbers of the committed checkpoints in `directory` (their JSON, written last, exists), newest first.
     Reads the directory only: no TF op runs. Whether a committed checkpoint is intact is checked at restore."""
     directory = pathlib.Path(directory)
+    _check_is_directory(directory)
     if not directory.is_dir():
         return []
     return sorted((int(m.group(1)) for p in directory.iterdir()
                    if (m := re.fullmatch(rf"{_PREFIX}-(\d+)\.json", p.name))), reverse=True)
+
+
+def _check_is_directory(directory: pathlib.Path) -> None:
+    """UsageError if `directory` exists as something else (a file): reading it as "no checkpoints" would start
+    the run over, and the first save would then fail."""
+    if (directory.exists() or directory.is_symlink()) and not directory.is_dir():
+        raise UsageError(f"{directory} is not a directory: tfrl keeps checkpoints there; move that file away")
 
 
 def latest_checkpoint_number(run_dir: pathlib.Path) -> int | None:

@@ -266,6 +266,12 @@ def env_info(env: gym.vector.VectorEnv, env_id: str) -> EnvInfo:
         if not (np.isfinite(low).all() and np.isfinite(high).all()):
             raise EnvIdError(f"{env_id} has Box actions with infinite bounds ({space}): tfrl clips actions to the "
                              "bounds; give the env finite ones (gymnasium.wrappers.ClipAction or RescaleAction)")
+        with np.errstate(over="ignore"):  # the overflow is the error below
+            span = np.asarray(space.high, np.float32) - np.asarray(space.low, np.float32)
+        if not np.isfinite(span).all():  # actions are rescaled from [-1, 1] by this span: every one would be inf
+            raise EnvIdError(f"{env_id} has Box action bounds whose span (high - low) overflows float32 ({space}): "
+                             "tfrl rescales actions to the bounds; wrap the env in gymnasium.wrappers.RescaleAction "
+                             "(e.g. to [-1, 1])")
         return EnvInfo(env_id=env_id, obs_shape=obs_shape, num_actions=0, action_shape=tuple(space.shape),
                        action_low=tuple(low.tolist()), action_high=tuple(high.tolist()), **observations)
     raise EnvIdError(f"{env_id} has action space {space}; tfrl agents act in Discrete or (float) Box spaces")

@@ -7,7 +7,8 @@
 Versions are integers (TF Serving loads the highest by default); a new export
 gets max(existing) + 1, starting at 1. The SavedModel is written to a hidden
 temporary directory beside the versions (a non-numeric name, which TF Serving
-ignores) and renamed into place, so a version directory is complete or absent.
+ignores) and renamed into place, so a version directory is complete or absent. A policy whose variables
+hold a NaN or Inf is refused (UsageError) before anything is written.
 
 The signature `serving_default` takes one tensor "observation" [None, *obs_shape],
 float32 (uint8 for image observations, which the network scales itself), and
@@ -36,7 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 import keras
 import tensorflow as tf
 
-from tfrl import crash_test_hooks
+from tfrl import crash_test_hooks, numerics
 from tfrl.errors import RunError, UsageError
 
 METADATA_FILE = "tfrl_metadata.json"
@@ -81,6 +82,7 @@ def export_saved_model(policy: ServingPolicy, obs_shape: Sequence[int], base_pat
     if not model_name or model_name in (".", "..") or "/" in model_name or os.sep in model_name:
         raise UsageError(f"model name must be a plain directory name, got {model_name!r}")
     model_dir = pathlib.Path(base_path) / model_name
+    _check_finite_variables(policy, model_dir)
     try:
         model_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -118,6 +120,17 @@ def export_saved_model(policy: ServingPolicy, obs_shape: Sequence[int], base_pat
     finally:
         with contextlib.suppress(OSError):
             shutil.rmtree(tmp_dir)
+
+
+def _check_finite_variables(policy: ServingPolicy, model_dir: pathlib.Path) -> None:
+    """UsageError if a variable the SavedModel would hold is NaN or Inf: such a policy answers garbage (e.g. one
+    action for every observation), and the input it came from (a checkpoint) is as unusable as a damaged one."""
+    layers = [policy.model, policy.observation_normalization]
+    bad = numerics.first_non_finite((v.path, v.numpy()) for layer in layers if layer is not None
+                                   for v in layer.variables)
+    if bad is not None:
+        raise UsageError(f"refusing to export {model_dir}: variable {bad!r} holds NaN or Inf (the policy would answer "
+                         "garbage); no version directory was added")
 
 
 def read_metadata(saved_model_dir: pathlib.Path) -> dict | None:

@@ -88,6 +88,7 @@ class FrameStackReplay:
         return obs_refs, next_refs
 
     def add(self, obs_refs, action, reward, discount, next_refs) -> None:
+        """The inner replay refuses a non-finite reward (NonFiniteError); frames (uint8) and refs cannot be."""
         self.transitions.add(obs_refs, action, reward, discount, next_refs)
 
     def sample(self, batch_size: int, num_batches: int, **kwargs) -> dict[str, np.ndarray]:

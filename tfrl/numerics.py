@@ -1,5 +1,11 @@
 """Numeric guard: a NaN or Inf in the loss, the gradients or the network's outputs stops training.
 
+Data is checked where it is kept, so that a NaN never reaches a checkpoint: the replay buffers refuse
+non-finite transitions as they are added (an env that returns NaN observations before learning starts would
+otherwise fill the replay, and every checkpoint after it, long before a gradient step shows it), and
+tfrl.checkpoints refuses to save non-finite arrays and variables; both raise NonFiniteError. A checkpoint
+holding them (an older tfrl wrote such) is restored as a damaged one: the previous one is used.
+
 Each train step computes, inside its tf.function, one int32 of flags per
 gradient step (`non_finite_flags`): one reduction per tensor and a few scalar
 ops, returned with the step's other outputs, so no extra TF call. The
@@ -17,9 +23,10 @@ that overflow whatever the scale).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Iterable, Sequence
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from tfrl.errors import RunError
@@ -78,24 +85,55 @@ def skipped_by_loss_scaling(optimizer) -> bool:
 
 
 class NonFiniteError(RunError):
-    """Training produced a NaN or Inf; the message names the tensors, the step and the last good checkpoint."""
+    """A NaN or Inf stopped the run: in training (a gradient step's tensors), or in data on its way into the replay
+    or a checkpoint; the message names the tensors, the env step and the last good checkpoint."""
 
     exit_code = 3
 
-    def __init__(self, tensors: Sequence[str], gradient_step: int, env_step: int | None = None,
-                 last_checkpoint: tuple[int, int] | None = None):
-        """gradient_step: the first one (1-based) with a non-finite tensor; last_checkpoint: (env step, number)."""
-        self.tensors, self.gradient_step = list(tensors), gradient_step
+    def __init__(self, tensors: Sequence[str], gradient_step: int | None = None, env_step: int | None = None,
+                 last_checkpoint: tuple[int, int] | None = None, where: str | None = None):
+        """gradient_step: the first one (1-based) with a non-finite tensor; where: what held the tensors when it was
+        not a gradient step (e.g. "entering the replay"); last_checkpoint: (env step, number)."""
+        self.tensors, self.gradient_step, self.where = list(tensors), gradient_step, where
         self.env_step, self.last_checkpoint = env_step, last_checkpoint
-        where = f"gradient step {gradient_step}" if env_step is None else \
-            f"env step {env_step} (gradient step {gradient_step})"
+        at_step = "" if env_step is None else f" at env step {env_step}"
+        if where is None:
+            where = f"at gradient step {gradient_step}" if env_step is None else \
+                f"at env step {env_step} (gradient step {gradient_step})"
+            what = f"training diverged: non-finite {', '.join(self.tensors)} {where}"
+        else:
+            what = f"non-finite {', '.join(self.tensors)} {where}{at_step}"
         if last_checkpoint is None:
             kept = "no checkpoint had been written"
         else:
             kept = f"checkpoint {last_checkpoint[1]} (env step {last_checkpoint[0]}) is the newest"
-        super().__init__(f"training diverged: non-finite {', '.join(self.tensors)} at {where}; "
-                         f"stopped without saving: {kept}")
+        super().__init__(f"{what}; stopped without saving: {kept}")
+
+    @classmethod
+    def entering_replay(cls, fields: Sequence[str]) -> NonFiniteError:
+        """Transitions refused by a replay buffer (their fields named), before they poison the checkpoints."""
+        return cls(fields, where="entering the replay")
+
+    @classmethod
+    def in_checkpoint_state(cls, names: Sequence[str]) -> NonFiniteError:
+        """A checkpoint refused by tfrl.checkpoints because these arrays or variables hold NaN or Inf."""
+        return cls(names, where="in the state to checkpoint")
 
     def at(self, env_step: int, last_checkpoint: tuple[int, int] | None) -> NonFiniteError:
         """The same error, naming the env step of the train call and the newest checkpoint."""
-        return NonFiniteError(self.tensors, self.gradient_step, env_step, last_checkpoint)
+        return NonFiniteError(self.tensors, self.gradient_step, env_step, last_checkpoint, self.where)
+
+
+def is_float(dtype) -> bool:
+    """True for the dtypes that can hold NaN or Inf: NumPy's floats and complex, and ml_dtypes' (bfloat16, ...)."""
+    dtype = np.dtype(dtype)
+    return dtype.kind in "fc" or "float" in dtype.name
+
+
+def first_non_finite(named_values: Iterable[tuple[str, Any]]) -> str | None:
+    """The name of the first float value holding a NaN or Inf, None if there is none; one np.isfinite pass each."""
+    for name, value in named_values:
+        array = np.asarray(value)
+        if is_float(array.dtype) and not np.isfinite(array).all():
+            return name
+    return None

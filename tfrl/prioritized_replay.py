@@ -86,6 +86,7 @@ class PrioritizedReplay(UniformReplay):
         self.max_priority = 1.0  # the largest p^alpha so far: a new transition's
 
     def add(self, obs, action, reward, discount, next_obs) -> None:
+        """UniformReplay.add (which refuses non-finite transitions before any slot changes), at the largest priority."""
         slots = (self.cursor + np.arange(len(action))) % self.capacity
         super().add(obs, action, reward, discount, next_obs)
         self._set(slots, np.full(len(slots), self.max_priority))

@@ -4,6 +4,9 @@ A stored transition is (obs_tm1, a_tm1, r_t, discount_t, obs_t) where, for an
 n-step transition, r_t = sum_{k<n} gamma^k r_{t+k} and discount_t = gamma^n, or
 0 if the episode terminated inside those n steps. The learner's target is then
 the same for every n: r_t + discount_t * Q_target(obs_t, a*).
+
+A transition with a NaN or Inf in a float field is refused as it is added (tfrl.numerics.NonFiniteError):
+kept, it would reach every later batch and every checkpoint, long before a gradient step shows it.
 """
 
 from __future__ import annotations
@@ -13,7 +16,11 @@ from typing import Sequence
 
 import numpy as np
 
+from tfrl import numerics
+
 TRANSITION_FIELDS = ("obs", "action", "reward", "discount", "next_obs")
+FIELD_NAMES = {"obs": "observation", "action": "action", "reward": "reward", "discount": "discount",
+               "next_obs": "next observation"}  # as errors name them
 
 
 class UniformReplay:
@@ -34,18 +41,29 @@ class UniformReplay:
         self._rng = np.random.default_rng(seed)
 
     def add(self, obs, action, reward, discount, next_obs) -> None:
-        """Add a batch of N transitions (arrays with leading dim N)."""
+        """Add a batch of N transitions (arrays with leading dim N); NonFiniteError, adding none, if a float field
+        holds a NaN or Inf."""
         n = len(action)
         if n > self.capacity:
             raise ValueError(f"cannot add {n} transitions to a buffer of capacity {self.capacity}")
+        batch = self._checked(obs=obs, action=action, reward=reward, discount=discount, next_obs=next_obs)
         idx = (self.cursor + np.arange(n)) % self.capacity
-        self.obs[idx] = obs
-        self.action[idx] = action
-        self.reward[idx] = reward
-        self.discount[idx] = discount
-        self.next_obs[idx] = next_obs
+        for name, values in batch.items():
+            getattr(self, name)[idx] = values
         self.cursor = int((self.cursor + n) % self.capacity)
         self.size = min(self.size + n, self.capacity)
+
+    def _checked(self, **fields) -> dict[str, np.ndarray]:
+        """The fields in the buffer's dtypes (no copy where they already are), one np.isfinite pass over each float
+        one: checked after the cast, so a float64 that overflows float32 counts as the Inf it would be stored as.
+        uint8 frames and integer actions or refs cannot hold NaN and are not looked at."""
+        with np.errstate(over="ignore", invalid="ignore"):  # the overflow is reported below, as an Inf
+            stored = {name: np.asarray(value, getattr(self, name).dtype) for name, value in fields.items()}
+        bad = [FIELD_NAMES[name] for name, values in stored.items()
+               if numerics.is_float(values.dtype) and not np.isfinite(values).all()]
+        if bad:
+            raise numerics.NonFiniteError.entering_replay(bad)
+        return stored
 
     def sample(self, batch_size: int, num_batches: int) -> dict[str, np.ndarray]:
         """`num_batches` batches drawn uniformly with replacement: arrays of shape [num_batches, batch_size, ...]."""

@@ -1,7 +1,8 @@
 """The serving side: a SavedModel written by tfrl.export, as a NumPy policy. Needs no agent code.
 
 A policy here maps observations [N, *obs_shape] (NumPy) to actions [N] through
-the exported `serving_default` signature, exactly what TF Serving would run.
+the exported `serving_default` signature, exactly what TF Serving would run. A SavedModel whose variables
+hold a NaN or Inf is refused at load: its every answer would be garbage.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tfrl import export
+from tfrl import export, numerics
 from tfrl.errors import UsageError
 
 Policy = Callable[[np.ndarray], np.ndarray]
@@ -63,6 +64,15 @@ def traced_policy(policy: export.ServingPolicy, obs_shape: Sequence[int]) -> Pol
     return lambda obs: traced(obs)["action"]
 
 
+def non_finite_variable(loaded) -> str | None:
+    """The name of a variable of a tf.saved_model.load result that holds NaN or Inf, None if all are finite.
+
+    Walks every object the SavedModel tracks, so it covers SavedModels made elsewhere too (tfrl.export refuses to
+    write such a one, but an older tfrl did, or the files were changed)."""
+    variables = {id(t): t for t in tf.train.TrackableView(loaded).descendants() if isinstance(t, tf.Variable)}
+    return numerics.first_non_finite((v.name.removesuffix(":0"), v.numpy()) for v in variables.values())
+
+
 def load(saved_model_dir: pathlib.Path) -> ServedPolicy:
     """The greedy policy of an exported version directory (.../<model_name>/<version>)."""
     path = pathlib.Path(saved_model_dir)
@@ -73,6 +83,10 @@ def load(saved_model_dir: pathlib.Path) -> ServedPolicy:
     except Exception as e:  # noqa: BLE001 - a damaged saved_model.pb or variables file: protobuf, tf.errors, OSError
         reason = (getattr(e, "message", None) or str(e) or type(e).__name__).strip().splitlines()[0]
         raise UsageError(f"{path}: cannot load the SavedModel, is it truncated or damaged? ({reason})") from None
+    bad = non_finite_variable(loaded)
+    if bad is not None:
+        raise UsageError(f"{path}: variable {bad!r} holds NaN or Inf; the policy would answer garbage "
+                         "(export it again from a good checkpoint)")
     if export.SIGNATURE not in loaded.signatures:
         raise UsageError(f"{path} has no {export.SIGNATURE!r} signature")
     signature = loaded.signatures[export.SIGNATURE]
