@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import re
 import threading
 from typing import Any, Callable, Mapping
 
@@ -21,7 +22,7 @@ from absl import logging
 from gymnasium.vector import AutoresetMode
 
 from tfrl import atari_preprocessing, envpool_vector, image_envs
-from tfrl.errors import UsageError
+from tfrl.errors import RunError, UsageError
 
 image_envs.register()
 
@@ -136,6 +137,50 @@ def as_spec(env: EnvSpec | str | Callable[..., gym.Env], kwargs: Mapping[str, An
     if callable(env):
         return EnvSpec(factory=env, kwargs=dict(kwargs or {}))
     raise EnvIdError(f"env must be a gymnasium id or a function returning a gymnasium.Env, got {env!r}")
+
+
+def check_render_mode(kwargs: Mapping[str, Any]) -> None:
+    """UsageError for a render_mode that draws on a screen: every env copy would open a window (or crash the
+    process on a machine without a display); tfrl renders rgb_array frames itself (tfrl evaluate --video)."""
+    render_mode = dict(kwargs).get("render_mode")
+    if render_mode not in (None, "rgb_array"):
+        raise UsageError(f"--env_kwargs: render_mode={render_mode!r} would open a window in every env (and crash "
+                         "without a display); leave it out, and record a video with tfrl evaluate --video")
+
+
+class EnvStepError(RunError):
+    """The env raised an error in a step (a wrong observation, a bug in the env): training stops, exit code 1."""
+
+    def __init__(self, reason: str, env_step: int, last_checkpoint: tuple[int, int] | None = None):
+        self.reason, self.env_step = reason, env_step
+        kept = ("no checkpoint had been written" if last_checkpoint is None
+                else f"checkpoint {last_checkpoint[1]} (env step {last_checkpoint[0]}) is the newest")
+        super().__init__(f"the env failed at env step {env_step} ({reason}); training stopped: {kept}")
+
+    def at(self, last_checkpoint: tuple[int, int] | None) -> EnvStepError:
+        """The same error, naming the newest checkpoint."""
+        return EnvStepError(self.reason, self.env_step, last_checkpoint)
+
+
+def readable_name(spec: EnvSpec) -> str:
+    """The env's part of default run dir and model names, usable as part of a directory name: the id
+    ("ALE/Pong-v5" -> "ALE-Pong-v5"); for a factory its function's name ("make_maze"), or for a lambda the id or
+    class of the env it makes ("CartPole-v1", "MazeEnv")."""
+    if spec.id is not None:
+        return safe_name(spec.id)
+    qualname = getattr(spec.factory, "__qualname__", "")
+    if qualname and "<" not in qualname:
+        return safe_name(qualname.rsplit(".", 1)[-1])
+    env = spec.factory(**spec.kwargs)
+    try:
+        return safe_name(env.spec.id if env.spec is not None else type(env.unwrapped).__name__)
+    finally:
+        env.close()
+
+
+def safe_name(name: str) -> str:
+    """A name usable as one directory name: "ALE/Pong-v5" -> "ALE-Pong-v5", "pkg.envs:Maze-v0" -> "pkg.envs-Maze-v0"."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "env"
 
 
 def observation_adapter(space: gym.Space, env_name: str):
@@ -339,7 +384,11 @@ class VectorStepper:
         self._on_episode = on_episode
 
     def step(self, action: np.ndarray) -> VectorStep:
-        next_obs, reward, terminated, truncated, infos = self.env.step(action)
+        try:
+            next_obs, reward, terminated, truncated, infos = self.env.step(action)
+        except Exception as e:  # noqa: BLE001 - the env's own code, or gymnasium refusing what it returned
+            message = (str(e).splitlines() or [""])[0]
+            raise EnvStepError(f"{type(e).__name__}: {message}", self.env_step) from e
         self.env_step += self.num_envs
         step = VectorStep(self.obs, action, reward, terminated, truncated, next_obs, infos)
         for episode_return, length in finished_episodes(step.done, infos):

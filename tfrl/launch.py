@@ -1,11 +1,17 @@
-"""Launching a training run, from the command line (scripts/train.py) and from Python (tfrl.train) alike.
+"""Launching a training run, from the command line (`tfrl train`) and from Python (tfrl.train) alike.
 
-    prepare(request)   every check that needs no TensorFlow and writes nothing: the agent, the env, the preset
-                       and hyperparameters, the runtime options, the run dir and what it already holds, the
-                       export target. Bad input is a UsageError (one line, exit code 2 in a launcher).
+    prepare(request)   every check that writes nothing: the agent, the env, the preset and hyperparameters, the
+                       runtime options, the run dir and what it already holds, the weights a new run starts
+                       from, the export target. Bad input is a UsageError (one line, exit code 2 in a launcher).
     execute(prepared)  applies the runtime options, takes the run dir (lock, config.json), trains
                        (tfrl.training_loop), exports the policy and writes result.json; a run dir whose run
                        is complete is left as it is.
+
+Which run dir: --run_dir if given; else the newest interrupted run of the same command under runs/
+(tfrl.run_finder: same agent, env, seed and settings, a checkpoint, not finished, not in use), unless
+--new_run; else a new runs/<agent>-<env>-s<seed>-<time>/. A run dir whose run differs only in total_env_steps
+is extended (or shortened) to the new total, even once complete: it trains on from its newest checkpoint, then
+evaluates and exports again.
 
 Under --strategy=multi_worker only the chief writes the run dir; the other workers checkpoint into a
 temporary directory that is deleted at the end (TF's pattern for non-chief workers).
@@ -18,14 +24,13 @@ import dataclasses
 import datetime
 import os
 import pathlib
-import re
 import tempfile
 from typing import Any, Callable, Mapping, Sequence
 
 from absl import logging
 
 from tfrl import agents, cli, config as config_lib, distribute, envpool_vector, envs, memory, runs
-from tfrl import runtime as runtime_lib, shutdown
+from tfrl import presets, run_finder, runtime as runtime_lib, shutdown, warm_start
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
 
@@ -34,7 +39,6 @@ checkpoints = LazyModule("tfrl.checkpoints")
 keras = LazyModule("keras")
 training_loop = LazyModule("tfrl.training_loop")
 
-DEFAULT_CONFIG_DIR = pathlib.Path(__file__).resolve().parent.parent / "configs"
 MAX_SEED = 2**32 - 1  # NumPy's global seed (keras.utils.set_random_seed) takes 32 bits
 
 
@@ -46,12 +50,14 @@ class TrainRequest:
     env: Any  # a gymnasium id ("CartPole-v1", "my_pkg.envs:MyEnv-v0"), a factory returning an Env, or an EnvSpec
     env_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     seed: int = 0
-    preset: str = "auto"  # "auto" (the one for agent and env), "none", a name in config_dir, or a JSON file's path
+    preset: str = "auto"  # "auto" (the one for agent and env), "none", a preset's name, or a JSON file's path
     hp: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # overrides, typed or as strings
-    config_dir: pathlib.Path = DEFAULT_CONFIG_DIR
-    run_dir: pathlib.Path | None = None  # None: <runs_root>/<agent>-<env>-s<seed>-<time>
-    runs_root: pathlib.Path = pathlib.Path("runs")
+    config_dir: pathlib.Path | None = None  # a folder of the user's presets, searched before the built-in ones
+    run_dir: pathlib.Path | None = None  # None: an interrupted run of the same command, else a new one
+    runs_root: pathlib.Path = pathlib.Path("runs")  # where run dirs without a --run_dir go
+    new_run: bool = False  # run_dir None: start a new run even if an interrupted one of the same command exists
     resume: bool = False  # continue the run in run_dir as config.json has it (its config, not the presets')
+    init_from: pathlib.Path | None = None  # a run dir or SavedModel whose weights a new run starts from
     runtime: runtime_lib.RuntimeOptions = runtime_lib.RuntimeOptions()
     vector_mode: str = "sync"
     keep_checkpoints: int = 3  # the newest kept; 0 keeps all
@@ -69,7 +75,11 @@ class Prepared:
     record: runs.RunRecord  # what config.json holds (or will hold)
     saved: runs.RunRecord | None  # the run already in run_dir, if any
     chief: bool  # False on the other workers of a multi_worker run: they write nothing
-    complete: dict | None  # the run dir's result.json, if its run is complete
+    complete: dict | None  # the run dir's result.json, if its run is complete (and not extended)
+    run_dir: pathlib.Path | None = None  # where the run goes (None on a multi_worker run's other workers)
+    extending: bool = False  # the run in run_dir continues to a new total_env_steps
+    source: warm_start.Source | None = None  # the weights a new run starts from
+    model_label: str = "env"  # the env's part of default run dir and model names
 
     @property
     def config(self):
@@ -100,6 +110,23 @@ def prepare(request: TrainRequest) -> Prepared:
     info = _probe(env)  # one env, made and closed: its spaces are checked here, before any write
     if request.vector_mode == "envpool":
         envpool_vector.check(env.id, env.kwargs, env.atari)
+    record = _record(request, spec, env, info, saved)
+    source = None
+    if request.init_from is not None and saved is None:
+        source = warm_start.check(request.init_from, record)
+        record = dataclasses.replace(record, init_from=str(source.path.resolve()))
+    label = envs.readable_name(env)
+    if chief and run_dir is None:
+        run_dir, saved = _run_dir_for(request, record, label)
+    extending = _check_same_run(request, run_dir, record, saved)
+    complete = runs.read_result(run_dir) if saved is not None and not extending else None
+    return Prepared(request=request, env=env, record=record, saved=saved, chief=chief, complete=complete,
+                    run_dir=run_dir, extending=extending, source=source, model_label=label)
+
+
+def _record(request: TrainRequest, spec: agents.AgentSpec, env: envs.EnvSpec, info: envs.EnvInfo,
+            saved: runs.RunRecord | None) -> runs.RunRecord:
+    """The run's record (config.json): preset, hyperparameters and runtime options resolved and checked."""
     if request.resume:
         config, preset_name = saved.config, saved.preset  # as saved, even if the presets changed since
         runtime = _resolved_runtime(request.runtime, {"xla": saved.runtime.xla})
@@ -110,23 +137,65 @@ def prepare(request: TrainRequest) -> Prepared:
     spec.check_env(info, config)
     memory.check(request.agent, config, info, request.vector_mode)
     runtime_lib.validate_options(runtime)
-    if run_dir is not None:
-        cli.check_output_dir("run_dir", run_dir)
+    if request.run_dir is not None:
+        cli.check_output_dir("run_dir", request.run_dir)
     if request.export and request.export_base_path is not None:
         cli.check_output_dir("export_base_path", request.export_base_path)
-    record = runs.RunRecord(agent=request.agent, env_id=env.name, seed=request.seed, config=config,
-                            runtime=runtime, env_arg=_env_arg(request.env), env_kwargs=dict(env.kwargs),
-                            preset=preset_name, vector_mode=request.vector_mode,
-                            keep_checkpoints=request.keep_checkpoints, env_info=info.to_dict())
-    if saved is not None:
-        differences = record.differences(saved)
-        if differences:
-            advice = ("drop the options that differ" if request.resume
-                      else "use a new run dir, or --resume to continue it as it was")
-            raise UsageError(f"--run_dir {run_dir} holds a run with a different config (requested != saved: "
-                             f"{'; '.join(differences)}); {advice}")
-    complete = runs.read_result(run_dir) if saved is not None else None
-    return Prepared(request=request, env=env, record=record, saved=saved, chief=chief, complete=complete)
+    return runs.RunRecord(agent=request.agent, env_id=env.name, seed=request.seed, config=config,
+                          runtime=runtime, env_arg=_env_arg(request.env), env_kwargs=dict(env.kwargs),
+                          preset=preset_name, vector_mode=request.vector_mode,
+                          keep_checkpoints=request.keep_checkpoints, env_info=info.to_dict(),
+                          init_from=saved.init_from if request.resume else None)
+
+
+def _run_dir_for(request: TrainRequest, record: runs.RunRecord, label: str):
+    """(run dir, the run it holds) without a --run_dir: the newest interrupted run of the same command, unless
+    new_run; else a new <runs_root>/<agent>-<env>-s<seed>-<time>."""
+    prefix = f"{request.agent}-{label}-s{request.seed}"
+    if not request.new_run:
+        found = run_finder.find_interrupted(request.runs_root, prefix, record)
+        if found is not None:
+            number = checkpoints.latest_checkpoint_number(found)
+            logging.info("continuing the interrupted run in %s from its checkpoint %d (--new_run starts a new one)",
+                         found, number)
+            return found, runs.read_config(found)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = request.runs_root / f"{prefix}-{stamp}"
+    suffix = 2
+    while run_dir.exists():  # two runs started within a second
+        run_dir, suffix = request.runs_root / f"{prefix}-{stamp}-{suffix}", suffix + 1
+    cli.check_output_dir("run_dir", run_dir)
+    return run_dir, None
+
+
+def _check_same_run(request: TrainRequest, run_dir: pathlib.Path | None, record: runs.RunRecord,
+                    saved: runs.RunRecord | None) -> bool:
+    """UsageError unless the run in run_dir is the one asked for; True if it is extended (or shortened) to a new
+    total_env_steps, which must lie beyond its newest checkpoint."""
+    if saved is None:
+        return False
+    differences = record.differences(saved, ignore=("total_env_steps",))
+    if request.init_from is not None and saved.init_from != str(pathlib.Path(request.init_from).resolve()):
+        differences.append(f"init_from: {str(request.init_from)!r} != {saved.init_from!r}")
+    if differences:
+        advice = ("drop the options that differ" if request.resume
+                  else "use a new run dir, or --resume to continue it as it was")
+        raise UsageError(f"--run_dir {run_dir} holds a run with a different config (requested != saved: "
+                         f"{'; '.join(differences)}); {advice}")
+    total = record.config.total_env_steps
+    if total == saved.config.total_env_steps:
+        return False
+    trained = _trained_env_steps(run_dir)
+    if total <= trained:
+        raise UsageError(f"total_env_steps={total}: the run in {run_dir} has trained {trained} env steps already "
+                         f"(total_env_steps={saved.config.total_env_steps}); give more to extend it")
+    return True
+
+
+def _trained_env_steps(run_dir: pathlib.Path) -> int:
+    """Env steps of the run's newest committed checkpoint (0 if none)."""
+    newest = checkpoints.Checkpointer(run_dir, {}).newest_loop_state()
+    return newest[0] if newest else 0
 
 
 def _probe(env: envs.EnvSpec) -> envs.EnvInfo:
@@ -153,11 +222,18 @@ def _check_launch_options(request: TrainRequest) -> None:
                          f"{', '.join(envs.VECTOR_MODES)}")
     if request.model_name is not None:
         runs.check_model_name(request.model_name)
-    if not request.config_dir.is_dir() and request.preset != "none":
+    if request.config_dir is not None and not request.config_dir.is_dir():
         raise UsageError(f"--config_dir: {request.config_dir} is not a directory")
     if request.runtime.strategy == "multi_worker" and request.resume:
         raise UsageError("--resume is not supported with --strategy=multi_worker: the other workers' replay and "
                          "env state are not checkpointed; start a new --run_dir")
+    envs.check_render_mode(request.env_kwargs)
+    if request.new_run and request.run_dir is not None:
+        raise UsageError("--new_run starts a run in a new directory under runs/; it takes no --run_dir")
+    if request.init_from is not None and request.resume:
+        raise UsageError("--init_from starts a new run from other weights; --resume continues a run from its own")
+    if request.init_from is not None and not pathlib.Path(request.init_from).exists():
+        raise UsageError(f"--init_from: {request.init_from} does not exist")
 
 
 def _saved_run(run_dir: pathlib.Path | None) -> runs.RunRecord | None:
@@ -166,11 +242,15 @@ def _saved_run(run_dir: pathlib.Path | None) -> runs.RunRecord | None:
         return None
     if not run_dir.is_dir():
         raise UsageError(f"--run_dir: {run_dir} exists and is not a directory")
-    if not any(run_dir.iterdir()):
+    if all(path.name == runs.LOCK_FILE for path in run_dir.iterdir()):
         return None
     if not (run_dir / runs.CONFIG_FILE).exists():
         raise UsageError(f"--run_dir {run_dir} is not empty and holds no tfrl run (no {runs.CONFIG_FILE}); "
                          "pick a new one")
+    for name in (runs.CHECKPOINT_DIR, runs.BEST_POLICY_DIR):
+        if (run_dir / name).exists() and not (run_dir / name).is_dir():
+            raise UsageError(f"{run_dir / name} is not a directory: it must hold the run's checkpoints; move the "
+                             "file away")
     return runs.read_config(run_dir)
 
 
@@ -192,7 +272,7 @@ def _check_resume(request: TrainRequest, run_dir: pathlib.Path | None, saved: ru
 def _preset_config(request: TrainRequest, spec: agents.AgentSpec, env: envs.EnvSpec):
     """(the agent's config with the preset applied, the preset's name or None, its runtime defaults)."""
     names = [name for name in (_env_arg(request.env), env.id) if name]
-    preset = config_lib.find_preset(request.config_dir, request.agent, names, request.preset)
+    preset = presets.find(request.agent, names, request.preset, presets.search_dirs(request.config_dir))
     config = spec.config_cls()
     if preset is None:
         return config, None, {}
@@ -230,21 +310,24 @@ def execute(prepared: Prepared, stop_requested: Callable[[], bool] = shutdown.ne
     """Trains what `prepared` describes; see the module docstring."""
     request = prepared.request
     if prepared.complete is not None:
-        return RunResult(run_dir=request.run_dir, record=prepared.complete, already_complete=True,
-                         saved_model=_path_or_none(prepared.complete.get("saved_model")))
+        return _already_complete(prepared.run_dir, prepared.complete)
     runtime = runtime_lib.apply(prepared.record.runtime)  # validates first; raises before anything is written
     training_loop.check_runtime(request.agent, prepared.config, runtime)
     # Python, NumPy and TF global seeds: network initialization (under multi_worker, the chief's initial
     # values are broadcast to every worker when the variables are created).
     keras.utils.set_random_seed(request.seed)
-    with _run_directory(prepared) as run_dir:
+    with _run_directory(prepared) as (run_dir, complete):
+        if complete is not None:  # another process finished it while this one waited for the lock
+            return _already_complete(run_dir, complete)
         for line in runtime.banner().splitlines():
             logging.info("%s", line)
-        logging.info("agent=%s env=%s preset=%s seed=%d run_dir=%s", request.agent, prepared.env.name,
-                     prepared.record.preset, request.seed, run_dir)
+        logging.info("agent=%s env=%s preset=%s seed=%d", request.agent, prepared.env.name, prepared.record.preset,
+                     request.seed)
+        logging.info("run_dir=%s", run_dir)
         options = training_loop.LoopOptions(vector_mode=request.vector_mode, progress_bar=progress_bar,
                                             stop_requested=stop_requested, callbacks=tuple(callbacks),
-                                            keep_checkpoints=request.keep_checkpoints or None)
+                                            keep_checkpoints=request.keep_checkpoints or None,
+                                            init_from=prepared.source)
         # Each worker its own env, exploration and replay seeds; the chief's are the run's seed.
         record = training_loop.train(request.agent, prepared.config, prepared.env, runtime.worker_seed(request.seed),
                                      runtime, run_dir, options)
@@ -258,43 +341,52 @@ def execute(prepared: Prepared, stop_requested: Callable[[], bool] = shutdown.ne
                          variables_sha256=digest)
 
 
+def _already_complete(run_dir: pathlib.Path | None, result: dict) -> RunResult:
+    return RunResult(run_dir=run_dir, record=result, already_complete=True,
+                     saved_model=_path_or_none(result.get("saved_model")))
+
+
 @contextlib.contextmanager
 def _run_directory(prepared: Prepared):
-    """The run dir, created, locked and holding config.json, for as long as the block runs (a temporary
-    directory on a multi_worker run's other workers)."""
+    """(the run dir, created, locked and holding config.json, for as long as the block runs; its result.json if
+    another process completed the run before the lock was taken). A temporary directory on a multi_worker run's
+    other workers."""
     if not prepared.chief:
         with tempfile.TemporaryDirectory(prefix="tfrl-worker-") as worker_dir:
-            yield pathlib.Path(worker_dir)
+            yield pathlib.Path(worker_dir), None
         return
-    request = prepared.request
-    run_dir = request.run_dir or _default_run_dir(request, prepared.env)
+    run_dir = prepared.run_dir
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"--run_dir: cannot create {run_dir}: {e.strerror}") from None
     lock = runs.lock_for_training(run_dir)
     try:
-        if prepared.saved is None:
-            runs.write_config(run_dir, prepared.record)
-        else:
-            number = checkpoints.latest_checkpoint_number(run_dir)
-            logging.info("%s holds this run already: %s", run_dir,
-                         f"resuming from its newest loadable checkpoint (newest: {number})" if number
-                         else "no checkpoint yet, starting over")
-        yield run_dir
+        yield run_dir, _take_run_dir(prepared, run_dir)
     finally:
         if lock is not None:
             lock.close()
 
 
-def _default_run_dir(request: TrainRequest, env: envs.EnvSpec) -> pathlib.Path:
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return request.runs_root / f"{request.agent}-{safe_name(env.name)}-s{request.seed}-{stamp}"
-
-
-def safe_name(name: str) -> str:
-    """A name usable as one directory name: "ALE/Pong-v5" -> "ALE-Pong-v5", "pkg.envs:Maze-v0" -> "pkg.envs-Maze-v0"."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "env"
+def _take_run_dir(prepared: Prepared, run_dir: pathlib.Path) -> dict | None:
+    """Under the lock: writes config.json for a new or extended run; the run's result.json if it is complete now."""
+    saved = _saved_run(run_dir)  # again: another process may have written it since prepare()
+    if saved is not None and prepared.saved is None:
+        _check_same_run(prepared.request, run_dir, prepared.record, saved)
+    complete = runs.read_result(run_dir)
+    if complete is not None and not prepared.extending:
+        return complete
+    if prepared.extending:
+        runs.remove_result(run_dir)  # first: a crash before the new config.json leaves an interrupted run
+        logging.info("%s: extending the run to total_env_steps=%d", run_dir, prepared.config.total_env_steps)
+    if saved is None or prepared.extending:
+        runs.write_config(run_dir, prepared.record)
+    else:
+        number = checkpoints.latest_checkpoint_number(run_dir)
+        logging.info("%s holds this run already: %s", run_dir,
+                     f"resuming from its newest loadable checkpoint (newest: {number})" if number
+                     else "no checkpoint yet, starting over")
+    return None
 
 
 def _export(prepared: Prepared, run_dir: pathlib.Path, best: bool) -> pathlib.Path | None:
@@ -302,8 +394,8 @@ def _export(prepared: Prepared, run_dir: pathlib.Path, best: bool) -> pathlib.Pa
     if not request.export:
         return None
     base_path = request.export_base_path or run_dir / "saved_models"
-    model_name = request.model_name or f"{request.agent}-{safe_name(prepared.env.name)}"
-    return runs.export_run(run_dir, base_path, model_name, best=best)
+    model_name = request.model_name or f"{request.agent}-{prepared.model_label}"
+    return runs.export_run(run_dir, base_path, model_name, checkpoint=runs.BEST if best else runs.LAST)
 
 
 def _variables_digest(run_dir: pathlib.Path) -> str:

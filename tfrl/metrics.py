@@ -62,8 +62,9 @@ class MetricsLogger:
     """
 
     def __init__(self, run_dir: pathlib.Path, total_env_steps: int, progress_bar: bool | None = None,
-                 start_env_step: int = 0):
-        """start_env_step: where training (re)starts; with an existing metrics.jsonl, marks a resume there."""
+                 start_env_step: int = 0, start_wall_time: float = 0.0, final_eval_episodes: int = 0):
+        """start_env_step: where training (re)starts; with an existing metrics.jsonl, marks a resume there.
+        start_wall_time: seconds the run had trained before (a resumed run's wall_time_s counts on from there)."""
         self._run_dir = run_dir
         jsonl_path = run_dir / "metrics.jsonl"
         resumed = jsonl_path.exists() and jsonl_path.stat().st_size > 0
@@ -78,10 +79,32 @@ class MetricsLogger:
             _write_tensorboard_restart(run_dir / "tensorboard", start_env_step + 1)
         self._writer = tf.summary.create_file_writer(str(run_dir / "tensorboard"))
         self._episodes: list[tuple[int, float, int]] = []
-        self._start = time.perf_counter()
+        self._start = time.perf_counter() - start_wall_time
         if progress_bar is None:
             progress_bar = progress.wanted()
-        self._progress = progress.ProgressBar(total_env_steps, start_env_step) if progress_bar else None
+        self._progress = (progress.ProgressBar(total_env_steps, start_env_step, final_eval_episodes)
+                          if progress_bar else None)
+
+    def wall_time(self) -> float:
+        """Seconds of the run so far, earlier processes' included (what records call wall_time_s)."""
+        return time.perf_counter() - self._start
+
+    def tick(self, env_step: int) -> None:
+        """Called every pass of the loop: moves the progress bar, if any (it redraws at most twice a second)."""
+        if self._progress is not None:
+            self._progress.tick(env_step)
+
+    @contextlib.contextmanager
+    def evaluating(self, what: str = "evaluating", episodes: int = 0):
+        """A block running an evaluation of `episodes` episodes: the bar says `what`, and learns its cost."""
+        if self._progress is None:
+            yield
+            return
+        self._progress.evaluating(what)
+        start = time.perf_counter()
+        yield
+        if episodes:
+            self._progress.evaluated(time.perf_counter() - start, episodes)
 
     def episode(self, env_step: int, episode_return: float, length: int) -> None:
         self._episodes.append((env_step, episode_return, length))
@@ -89,8 +112,7 @@ class MetricsLogger:
     def log(self, kind: str, env_step: int, values: dict[str, float]) -> dict:
         """kind: "train", "eval", "final_eval" or "best_eval" (tfrl.best_policy); "resume" is written by the
         constructor. Returns the record written."""
-        record = {"kind": kind, "env_step": int(env_step),
-                  "wall_time_s": round(time.perf_counter() - self._start, 3), **values}
+        record = {"kind": kind, "env_step": int(env_step), "wall_time_s": round(self.wall_time(), 3), **values}
         if kind == "train" and self._episodes:
             returns = [r for _, r, _ in self._episodes]
             record["episodes"] = len(returns)
@@ -130,18 +152,32 @@ class MetricsLogger:
 def read_metrics(path: pathlib.Path) -> list[dict]:
     """The records of a metrics.jsonl in order, without the orphans of a resumed run (see the module docstring).
 
-    A truncated last line (the process was killed while writing it) is skipped.
+    Lines that are not a record (a truncated last line of a killed process, bytes that are not UTF-8 or JSON, a
+    JSON value that is not an object with a kind and an integer env_step) are skipped, with one warning.
     """
     records: list[dict] = []
-    for line in pathlib.Path(path).read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
+    skipped = 0
+    for line in pathlib.Path(path).read_bytes().splitlines():
+        record = _record_or_none(line)
+        if record is None:
+            skipped += bool(line.strip())
             continue
-        if record.get("kind") == "resume":
+        if record["kind"] == "resume":
             records = [r for r in records if r["env_step"] <= record["env_step"]]
         records.append(record)
+    if skipped:
+        logging.warning("%s: %d line(s) are not metrics records and were skipped", path, skipped)
     return records
+
+
+def _record_or_none(line: bytes) -> dict | None:
+    try:
+        record = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    valid = (isinstance(record, dict) and isinstance(record.get("kind"), str)
+             and isinstance(record.get("env_step"), int) and not isinstance(record.get("env_step"), bool))
+    return record if valid else None
 
 
 def _write_tensorboard_restart(logdir: pathlib.Path, purge_from_step: int) -> None:

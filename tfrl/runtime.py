@@ -16,6 +16,7 @@ import importlib.metadata
 import importlib.util
 import os
 import re
+import textwrap
 
 from absl import flags
 from absl import logging
@@ -30,6 +31,7 @@ keras = LazyModule("keras")
 tf = LazyModule("tensorflow")
 
 PRECISION_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+MAX_THREADS = 4096  # per thread pool; TF takes an int32, and more threads than this is a typo, not a machine
 _DEVICE_PATTERN = re.compile(r"(auto|cpu|gpu)(?::(\d+))?")
 
 
@@ -166,9 +168,9 @@ def validate_options(options: RuntimeOptions) -> None:
             "(TensorFlow allows only one of them per GPU); pick one"
         )
     for flag in ("intra_op_threads", "inter_op_threads"):
-        if getattr(options, flag) < 0:
+        if not 0 <= getattr(options, flag) <= MAX_THREADS:
             raise RuntimeConfigError(
-                f"--{flag}: must be >= 0 (0 = TF default), got {getattr(options, flag)}"
+                f"--{flag}: must be in [0, {MAX_THREADS}] (0 = TF default), got {getattr(options, flag)}"
             )
     if options.logical_cpus < 1:
         raise RuntimeConfigError(f"--logical_cpus: must be >= 1, got {options.logical_cpus}")
@@ -328,26 +330,29 @@ class Runtime:
             return seed
         return int(np.random.SeedSequence([seed, self.cluster.rank]).generate_state(1)[0] % 2**31)
 
-    def banner(self) -> str:
-        """Multi-line start-up summary for logs."""
+    def banner(self, width: int = 68) -> str:
+        """Start-up summary for logs, in lines of at most `width` characters (an 80-column terminal, after the
+        log prefix)."""
         threading = tf.config.threading
         policy = self.options.mixed_precision
         if loss_scaling_needed(policy):
             policy += " (loss scaling on)"
-        return "\n".join((
-            "tfrl runtime:",
-            f"  TensorFlow {tf.__version__}, Keras {keras.__version__}, build: {build_flavour()}",
-            f"  pluggable devices: {', '.join(pluggable_devices()) or 'none'}",
-            f"  physical devices: {', '.join(_short_name(d) for d in tf.config.list_physical_devices())}",
-            f"  logical devices: {', '.join(_short_name(d) for d in tf.config.list_logical_devices())}",
-            f"  placement: {self.device_name}",
-            f"  precision: {policy}",
-            f"  XLA: {'on' if self.options.xla else 'off'}",
-            f"  strategy: {distribute.describe(self.strategy, self.cluster)}",
-            f"  op determinism: {'on' if self.options.deterministic else 'off'}",
-            f"  threads: intra-op {threading.get_intra_op_parallelism_threads() or 'TF default'}, "
+        parts = (
+            f"TensorFlow {tf.__version__}, Keras {keras.__version__}, build: {build_flavour()}",
+            f"physical devices: {', '.join(_short_name(d) for d in tf.config.list_physical_devices())}; "
+            f"pluggable devices: {', '.join(pluggable_devices()) or 'none'}",
+            f"logical devices: {', '.join(_short_name(d) for d in tf.config.list_logical_devices())}",
+            f"placement: {self.device_name}; XLA: {'on' if self.options.xla else 'off'}",
+            f"precision: {policy}",
+            f"strategy: {distribute.describe(self.strategy, self.cluster)}; "
+            f"op determinism: {'on' if self.options.deterministic else 'off'}",
+            f"threads: intra-op {threading.get_intra_op_parallelism_threads() or 'TF default'}, "
             f"inter-op {threading.get_inter_op_parallelism_threads() or 'TF default'}",
-        ))
+        )
+        lines = ["tfrl runtime:"]
+        for part in parts:
+            lines += textwrap.wrap(part, width, initial_indent="  ", subsequent_indent="    ")
+        return "\n".join(lines)
 
 
 def cnn_precision_advice(runtime: Runtime, cpu_bf16: tuple[str, ...]) -> list[str]:

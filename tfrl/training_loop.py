@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 from absl import logging
 
 from tfrl import agents, best_policy, checkpoints, config as config_lib, envs, evaluation, numerics, shutdown
-from tfrl import cpu_features, runtime as runtime_lib
+from tfrl import cpu_features, runtime as runtime_lib, warm_start
 from tfrl.deadlines import next_deadline
 from tfrl.metrics import MetricsLogger, MetricsWriteError
 from tfrl.runtime import Runtime
@@ -41,6 +41,7 @@ class LoopOptions:
     stop_requested: Callable[[], bool] = shutdown.never  # polled once per pass; True saves and returns
     keep_checkpoints: int | None = checkpoints.KEEP_CHECKPOINTS  # the newest kept; None keeps all
     callbacks: Sequence[Any] = ()  # tfrl.callbacks.Callback protocol
+    init_from: Any = None  # tfrl.warm_start.Source: the weights a run without a checkpoint starts from
 
 
 @dataclasses.dataclass
@@ -99,12 +100,17 @@ class _Run:
         self.env = envs.VectorStepper(env, on_episode=lambda *episode: self.logger.episode(*episode))
         self.deadlines = Deadlines.first(config)
         restored = self._restore()
+        if restored is None and options.init_from is not None:
+            warm_start.load(options.init_from, self.agent)
+            logging.info("starting from the weights of %s", options.init_from.describe())
         self.best = None
         if config.keep_best_policy:
             self.best = best_policy.BestPolicy(run_dir, self.agent.serving_policy().checkpoint_items,
                                                start_over=restored is None)
+        wall_time = float(restored.loop_state.get("wall_time_s", 0.0)) if restored is not None else 0.0
         self.logger = MetricsLogger(run_dir, config.total_env_steps, options.progress_bar,
-                                    start_env_step=self.env.env_step)
+                                    start_env_step=self.env.env_step, start_wall_time=wall_time,
+                                    final_eval_episodes=config.final_eval_episodes)
         self._rate_since = (time.perf_counter(), self.env.env_step)  # (time, env step) of the last log record
 
     def _restore(self) -> checkpoints.Restored | None:
@@ -125,16 +131,18 @@ class _Run:
                 self.agent.collect(self.env)
                 self.agent.train(self.env.env_step)
                 self._whatever_fell_due()
+                self.logger.tick(self.env.env_step)
             self.agent.settle()
             self._save()
             return self._final_evaluation()
         except numerics.NonFiniteError as error:
             # Nothing was saved after the bad step: the newest checkpoint stays the last good one.
             raise error.at(self.env.env_step, self.checkpointer.last) from None
-        except MetricsWriteError as error:  # a full disk outside a checkpoint
+        except (MetricsWriteError, envs.EnvStepError) as error:  # a full disk outside a checkpoint, a broken env
             raise error.at(self.checkpointer.last) from None
         finally:
             self.logger.close()
+            self.agent.close()
 
     def _whatever_fell_due(self) -> None:
         env_step, deadlines, config = self.env.env_step, self.deadlines, self.config
@@ -162,8 +170,9 @@ class _Run:
 
     def _evaluate(self, env_step: int) -> None:
         self.agent.settle()
-        returns = evaluation.evaluate(self.agent.greedy, self.env_spec, self.config.eval_episodes,
-                                      seed=self.seed + evaluation.PERIODIC_SEED_OFFSET)
+        with self.logger.evaluating(episodes=self.config.eval_episodes):
+            returns = evaluation.evaluate(self.agent.greedy, self.env_spec, self.config.eval_episodes,
+                                          seed=self.seed + evaluation.PERIODIC_SEED_OFFSET)
         record = self.logger.log("eval", env_step, {"return_mean": float(returns.mean()),
                                                     "return_std": float(returns.std())})
         if self.best is not None:
@@ -179,21 +188,25 @@ class _Run:
     def _save(self) -> int:
         """A checkpoint of everything needed to continue from the current env step."""
         agent_state, arrays = self.agent.checkpoint_state()
-        return self.checkpointer.save(self.env.env_step, {**self.deadlines.to_json(), **agent_state}, arrays)
+        loop_state = {**self.deadlines.to_json(), "wall_time_s": round(self.logger.wall_time(), 3), **agent_state}
+        return self.checkpointer.save(self.env.env_step, loop_state, arrays)
 
     def _final_evaluation(self) -> dict[str, Any]:
         env_step, config = self.env.env_step, self.config
-        returns = evaluation.evaluate(self.agent.greedy, self.env_spec, config.final_eval_episodes,
-                                      seed=self.seed + evaluation.FINAL_SEED_OFFSET)
+        self.logger.tick(env_step)
+        with self.logger.evaluating(f"final evaluation ({config.final_eval_episodes} episodes)"):
+            returns = evaluation.evaluate(self.agent.greedy, self.env_spec, config.final_eval_episodes,
+                                          seed=self.seed + evaluation.FINAL_SEED_OFFSET)
         early = {} if self.stopped_by is None else {"stopped_early_by": self.stopped_by}
         final = self.logger.log("final_eval", env_step, {
             "return_mean": float(returns.mean()), "return_std": float(returns.std()), "episodes": len(returns),
             **self.agent.counters(), **early})
         if self.best is not None:
             fresh_policy = self.spec.policy_module.serving_policy(config, self.info)
-            final["best"] = best_policy.log_final_evaluation(
-                self.run_dir, fresh_policy, self.info.obs_shape, self.env_spec, config.final_eval_episodes,
-                self.seed + evaluation.FINAL_SEED_OFFSET, self.logger, env_step)
+            with self.logger.evaluating("evaluating the best policy"):
+                final["best"] = best_policy.log_final_evaluation(
+                    self.run_dir, fresh_policy, self.info.obs_shape, self.env_spec, config.final_eval_episodes,
+                    self.seed + evaluation.FINAL_SEED_OFFSET, self.logger, env_step)
         return final
 
     @contextlib.contextmanager

@@ -1,12 +1,13 @@
 """Run a trained greedy policy: N episodes, mean +/- std of return and length, optionally a video.
 
-    python scripts/evaluate.py --saved_model=runs/.../saved_models/dqn-CartPole-v1/1 --episodes=20
-    python scripts/evaluate.py --run_dir=runs/dqn-CartPole-v1-s0-... [--checkpoint=N | --best] --video=cartpole.gif
+    tfrl evaluate --saved_model=runs/.../saved_models/dqn-CartPole-v1/1 --episodes=20
+    tfrl evaluate --run_dir=runs/dqn-CartPole-v1-s0-... [--checkpoint=best|last|N] --video=cartpole.gif
 
 --saved_model needs only TensorFlow and the SavedModel (tfrl.serving; the env id
 comes from assets.extra/tfrl_metadata.json, or --env); --run_dir rebuilds the
-agent's network and loads a training checkpoint (or, with --best, the run's best
-evaluated policy: tfrl.best_policy). --video records one episode:
+agent's network and loads the policy the run exports (its best evaluated policy
+if it keeps one, tfrl.best_policy, else its newest checkpoint's), or the one
+--checkpoint names. --video records one episode:
 the env reset with --seed, i.e. the first episode of the evaluation's env 0. GIF
 or MP4, through imageio (pip install 'tfrl[video]'); GIFs get half the resolution
 and half the frame rate, to stay small.
@@ -24,9 +25,10 @@ from tfrl.errors import UsageError
 
 flags.DEFINE_string("saved_model", None, "An exported SavedModel version directory (.../<model_name>/<version>).")
 flags.DEFINE_string("run_dir", None, "A training run directory; one of its checkpoints is evaluated.")
-flags.DEFINE_integer("checkpoint", None, "With --run_dir: checkpoint number (ckpt-N); default the newest loadable one.")
-flags.DEFINE_boolean("best", False, "With --run_dir: the run's best evaluated policy (trained with "
-                     "--hp=keep_best_policy=true) instead of a checkpoint.")
+flags.DEFINE_string("checkpoint", None, "With --run_dir: which policy: best (the run's best evaluated policy, kept with "
+                    "--hp=keep_best_policy=true), last (the newest loadable checkpoint) or a checkpoint number N "
+                    "(ckpt-N); default: the one the run exports (best if it keeps one, else last).")
+flags.DEFINE_boolean("best", False, "With --run_dir: the same as --checkpoint=best.")
 flags.DEFINE_string("env", None, "Environment id (or module:Id); default: the one the policy was trained on.")
 flags.DEFINE_multi_string("env_kwargs", [], "Keyword argument of gymnasium.make, key=value, repeatable; default: "
                           "the ones the policy was trained with.")
@@ -47,8 +49,8 @@ def check_flags() -> pathlib.Path | None:
         raise UsageError("--checkpoint needs --run_dir")
     if FLAGS.best and not FLAGS.run_dir:
         raise UsageError("--best needs --run_dir")
-    if FLAGS.best and FLAGS.checkpoint is not None:
-        raise UsageError("give --checkpoint=N or --best, not both")
+    if FLAGS.best and FLAGS.checkpoint not in (None, "best"):
+        raise UsageError("give --checkpoint or --best, not both")
     for flag in ("saved_model", "run_dir"):
         if FLAGS[flag].value and not pathlib.Path(FLAGS[flag].value).is_dir():
             raise UsageError(f"--{flag}: directory {FLAGS[flag].value} does not exist")
@@ -58,10 +60,10 @@ def check_flags() -> pathlib.Path | None:
         raise UsageError(f"--num_envs must be >= 1, got {FLAGS.num_envs}")
     if FLAGS.seed < 0:
         raise UsageError(f"--seed must be >= 0, got {FLAGS.seed}")
-    if FLAGS.checkpoint is not None and FLAGS.checkpoint < 1:
-        raise UsageError(f"--checkpoint must be a checkpoint number >= 1, got {FLAGS.checkpoint}")
+    cli.check_checkpoint_flag(FLAGS.checkpoint)
     if FLAGS.env:
         envs.resolve_env_id(FLAGS.env)
+    envs.check_render_mode(config_lib.parse_cli_overrides(FLAGS.env_kwargs, "--env_kwargs"))
     if not FLAGS.video:
         return None
     video = pathlib.Path(FLAGS.video)
@@ -107,7 +109,7 @@ def main(argv):
         loaded = runs.load_policy(pathlib.Path(FLAGS.run_dir), FLAGS.checkpoint, best=FLAGS.best)
         policy, obs_shape = serving.traced_policy(loaded.policy, loaded.env.obs_shape), loaded.env.obs_shape
         env_id, env_kwargs = loaded.run_config.env_id, loaded.run_config.env_kwargs
-        which = "the best policy" if FLAGS.best else f"checkpoint {loaded.checkpoint}"
+        which = "the best policy" if loaded.best else f"checkpoint {loaded.checkpoint}"
         print(f"{which} of {FLAGS.run_dir} (trained {loaded.env_step} env steps)", flush=True)
     env_id = FLAGS.env or env_id
     if not env_id:
@@ -134,5 +136,9 @@ def main(argv):
               f"length {stats['length']})", flush=True)
 
 
-if __name__ == "__main__":
+def run() -> None:
     cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

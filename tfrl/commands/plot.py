@@ -1,6 +1,6 @@
 """Learning curves from runs' metrics.jsonl: greedy evaluation return vs env steps, as a PNG.
 
-    python scripts/plot.py --runs=runs/dqn-LunarLander-v3-s0-*,runs/dqn-LunarLander-v3-s1-* --out=curve.png
+    tfrl plot --runs=runs/dqn-LunarLander-v3-s0-*,runs/dqn-LunarLander-v3-s1-* --out=curve.png
 
 Runs with the same config.json except the seed are one curve: the mean over
 seeds, shaded from min to max, drawn at the env steps every seed has evaluated
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import pathlib
 
 import numpy as np
@@ -31,14 +32,18 @@ FLAGS = flags.FLAGS
 
 
 def eval_curve(records: list[dict]) -> dict[int, float]:
-    """env step -> greedy evaluation return_mean, from one run's metrics records."""
+    """env step -> greedy evaluation return_mean, from one run's metrics records (records without a finite
+    return_mean, e.g. edited by hand, are left out)."""
     curve: dict[int, float] = {}
     final: dict[int, float] = {}
     for record in records:
+        value = record.get("return_mean")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            continue
         if record.get("kind") == "eval":
-            curve[record["env_step"]] = float(record["return_mean"])
+            curve[record["env_step"]] = float(value)
         elif record.get("kind") == "final_eval":
-            final[record["env_step"]] = float(record["return_mean"])
+            final[record["env_step"]] = float(value)
     return {**final, **curve}  # an "eval" at the same step wins
 
 
@@ -52,8 +57,8 @@ def group_key(run_dir: pathlib.Path) -> tuple[str, str, str]:
         identity = {k: config[k] for k in ("agent", "env_id", "hparams")}
     except (ValueError, KeyError, TypeError) as e:
         raise UsageError(f"{path}: cannot read the run's config ({type(e).__name__}: {e})") from None
-    label = config.get("preset") or config["agent"]
-    return json.dumps(identity, sort_keys=True), label, config["env_id"]
+    label = str(config.get("preset") or config["agent"])
+    return json.dumps(identity, sort_keys=True), label, str(config["env_id"])
 
 
 def expand_runs(patterns: list[str]) -> list[pathlib.Path]:
@@ -82,7 +87,7 @@ def main(argv):
         raise UsageError(f"--out: directory {out.parent} does not exist")
     cli.check_output_dir("out", out.parent)
     run_dirs = expand_runs(FLAGS.runs)
-    matplotlib = cli.require_extra("matplotlib", "plot", "scripts/plot.py")
+    matplotlib = cli.require_extra("matplotlib", "plot", "tfrl plot")
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
@@ -122,5 +127,9 @@ def main(argv):
     print(f"wrote {out} ({len(groups)} curve(s) from {sum(len(g['curves']) for g in groups.values())} run(s))")
 
 
-if __name__ == "__main__":
+def run() -> None:
     cli.run(main)
+
+
+if __name__ == "__main__":
+    run()
