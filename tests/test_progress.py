@@ -74,3 +74,38 @@ def test_no_bar_unless_asked_or_on_a_terminal(tmp_path, monkeypatch):
     logger = MetricsLogger(tmp_path, 100)
     assert logger._progress is None
     logger.close()
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_the_bar_ticks_between_records_says_when_it_evaluates_and_counts_evaluations_in_the_time_left(
+        tmp_path, monkeypatch):
+    screen = _terminal(monkeypatch)
+    clock = _Clock()
+    monkeypatch.setattr(progress.time, "monotonic", clock)
+    logger = MetricsLogger(tmp_path, 10_000, progress_bar=True, final_eval_episodes=100)
+    clock.now += 0.1
+    logger.tick(500)  # within TICK_SECONDS of the start: not drawn yet
+    assert not any("500/10.0k" in f for f in _frames(screen))
+    clock.now += 0.5
+    logger.tick(1000)  # no log record since the start, yet the bar moves
+    assert "1.00k/10.0k" in _frames(screen)[-1]
+    # 1000 env steps in 0.6 s: 9000 more take 5.4 s ("00:05"), before any evaluation.
+    assert "left=00:05" in _frames(screen)[-1], _frames(screen)[-1]
+    with logger.evaluating(episodes=10):
+        assert _frames(screen)[-1].startswith("evaluating ")
+        clock.now += 2.0  # a periodic evaluation: 10 episodes in 2 s
+    clock.now += 0.4
+    logger.tick(2000)
+    # 2000 env steps in 3.0 s (the evaluation included): 8000 more take 12 s; the final evaluation's 100 episodes
+    # at 0.2 s each add 20 s: 32 s.
+    assert "left=00:32" in _frames(screen)[-1], _frames(screen)[-1]
+    with logger.evaluating("final evaluation (100 episodes)"):
+        assert _frames(screen)[-1].startswith("final evaluation (100 episodes) ")
+    logger.close()

@@ -100,11 +100,8 @@ class MetricsLogger:
         if self._progress is None:
             yield
             return
-        self._progress.evaluating(what)
-        start = time.perf_counter()
-        yield
-        if episodes:
-            self._progress.evaluated(time.perf_counter() - start, episodes)
+        with self._progress.evaluating(what, episodes):
+            yield
 
     def episode(self, env_step: int, episode_return: float, length: int) -> None:
         self._episodes.append((env_step, episode_return, length))
