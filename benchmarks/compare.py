@@ -7,7 +7,7 @@
 
 Suites: dqn-lunarlander, a2c-lunarlander, ppo-lunarlander, dqn-cartpole, a2c-cartpole, ppo-cartpole, ppo-pendulum,
 sac-pendulum, ppo-lunarlandercontinuous, sac-lunarlandercontinuous, sac-bipedalwalker; each
-trains the rl-baselines3-zoo settings (the suite's `configs/*-sb3zoo.json` preset; PPO's and SAC's own presets are the zoo's)
+trains the rl-baselines3-zoo settings (the suite's `tfrl/presets/*-sb3zoo.json` preset; PPO's and SAC's own presets are the zoo's)
 with both libraries. Runs alternate A B A B
 (tfrl seed 0, SB3 seed 0, tfrl seed 1, ...), one process at a time, so that machine drift hits both.
 Both get the same thread budget: --threads intra-op and inter-op threads (TF's thread settings,
@@ -58,10 +58,10 @@ from absl import flags
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # tfrl from this checkout when run as a script
 
-from tfrl import cli, config as config_lib  # noqa: E402  (after the path fix)
+from tfrl import cli, config as config_lib, presets  # noqa: E402  (after the path fix)
 from tfrl.errors import UsageError  # noqa: E402
 
-CONFIG_DIR = REPO_ROOT / "configs"
+CONFIG_DIR = REPO_ROOT / "tfrl" / "presets"
 BENCHMARKS_DIR = REPO_ROOT / "benchmarks"
 
 
@@ -69,7 +69,7 @@ BENCHMARKS_DIR = REPO_ROOT / "benchmarks"
 class Suite:
     agent: str
     env_id: str
-    preset: str  # a configs/ file stem: the zoo's settings, which SB3's defaults complete
+    preset: str  # a tfrl/presets/ file stem: the zoo's settings, which SB3's defaults complete
 
 
 SUITES = {
@@ -161,7 +161,7 @@ def config_class(agent: str) -> type:
 
 def resolve_hparams(suite: Suite, overrides: dict) -> dict:
     """The preset with `overrides`, resolved as scripts/train.py resolves `--preset=P --hp=k=v`."""
-    preset = config_lib.find_preset(CONFIG_DIR, suite.agent, suite.env_id, suite.preset)
+    preset = presets.find(suite.agent, suite.env_id, suite.preset, dirs=[CONFIG_DIR])
     config = config_lib.apply_overrides(config_class(suite.agent)(), preset.hparams, f"preset {preset.name}")
     config = config_lib.apply_overrides(config, overrides, "compare.py")
     return config_lib.to_dict(config)
@@ -497,7 +497,7 @@ def markdown_section(suite_name: str, specs: Sequence[RunSpec], records: Sequenc
         "noisy (alternating the libraries makes the ratio fairer, not exact).",
         f"Machine: {machine_description()}. Threads: {spec.threads} intra-op and {spec.threads} inter-op "
         "for both (TF `--intra_op_threads/--inter_op_threads`, `torch.set_num_threads/set_num_interop_threads`).",
-        f"Settings: `configs/{spec.preset}.json` (overrides: "
+        f"Settings: `tfrl/presets/{spec.preset}.json` (overrides: "
         f"{', '.join(f'{k}={v}' for k, v in spec.overrides.items())}), {spec.env_id}, "
         f"{hp['total_env_steps']} env steps, seeds {', '.join(str(s.seed) for s in specs)}; greedy return over "
         f"{hp['final_eval_episodes']} episodes with `tfrl.evaluation` on the same env seeds for both.", "",

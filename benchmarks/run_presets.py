@@ -26,7 +26,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 flags.DEFINE_string("agent", "dqn", "Agent name.")
 flags.DEFINE_string("env", "LunarLander-v2", "Environment id.")
-flags.DEFINE_string("preset", "auto", "Preset name (see configs/).")
+flags.DEFINE_string("preset", "auto", "Preset name (see tfrl/presets/).")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds, run one after another.")
 flags.DEFINE_multi_string("extra", [], "Extra flags passed to train.py, e.g. --extra=--inter_op_threads=2.")
 flags.DEFINE_string("out", None, "JSON-lines file to append results to.")

@@ -1,7 +1,4 @@
-"""Serve a model over TensorFlow Serving's REST API: the `tfrl-serve` program (see tfrl/model_server/main.py).
-
-    python scripts/serve.py --model_name=lunar --model_base_path=saved_models/lunar
-"""
+"""`tfrl serve` (also `tfrl-serve`) from a checkout: python scripts/serve.py --help (tfrl.model_server.main)."""
 
 from tfrl.model_server import main
 

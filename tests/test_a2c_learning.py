@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import config as config_lib, networks, numerics
+from tfrl import config as config_lib, presets, networks, numerics
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner, a2c_loss
 from tfrl.agents.actor_critic.advantages import bootstrap_truncated, explained_variance, n_step_advantages
@@ -316,7 +316,7 @@ def test_linear_learning_rate_falls_to_zero_over_training():
 
 
 def test_sb3_zoo_preset_is_the_zoo_settings():
-    preset = config_lib.load_preset_file(REPO_ROOT / "configs" / "a2c-lunarlander-sb3zoo.json")
+    preset = presets.load_file(REPO_ROOT / "tfrl" / "presets" / "a2c-lunarlander-sb3zoo.json")
     config = config_lib.apply_overrides(A2CConfig(), preset.hparams, preset.name)
     assert (config.num_envs, config.rollout_length, config.gamma, config.total_env_steps) == (8, 5, 0.995, 200_000)
     assert (config.learning_rate, config.lr_schedule, config.entropy_coef) == (8.3e-4, "linear", 1e-5)
@@ -330,7 +330,7 @@ def test_sb3_zoo_preset_is_the_zoo_settings():
     ("CartPole-v1", "a2c-cartpole"), ("LunarLander-v2", "a2c-lunarlander"), ("LunarLander-v3", "a2c-lunarlander"),
 ])
 def test_presets_load_and_auto_pick_the_tuned_one(env_id, expected):
-    preset = config_lib.find_preset(REPO_ROOT / "configs", "a2c", env_id)
+    preset = presets.find("a2c", env_id, dirs=[REPO_ROOT / "tfrl" / "presets"])
     assert preset.name == expected
     config_lib.apply_overrides(A2CConfig(), preset.hparams, preset.name)  # raises on a bad key or value
 

@@ -19,7 +19,7 @@ def test_train_script_learns_cartpole(tmp_path):
     completed = subprocess.run(
         [sys.executable, "scripts/train.py", "--agent=a2c", "--env=CartPole-v1", "--seed=1",
          f"--run_dir={run_dir}",
-         # The tuned preset (configs/a2c-cartpole.json, 200k env steps to a greedy 500) cut to 60k
+         # The tuned preset (tfrl/presets/a2c-cartpole.json, 200k env steps to a greedy 500) cut to 60k
          # (the rate then decays over 60k): 8 of 8 seeds ended at 265..483, in 7-16 s of training.
          "--hp=total_env_steps=60000", "--hp=eval_interval=0", "--hp=final_eval_episodes=20"],
         capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=180,

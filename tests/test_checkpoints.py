@@ -469,7 +469,7 @@ def test_sigkill_inside_each_write_and_sigterm_lose_nothing(tmp_path):
     os.kill(run.process.pid, signal.SIGTERM)
     assert run.process.wait(timeout=120) == 0, _without_tf_noise(run.stderr())[-3000:]
     stopped = re.search(r"^stopped by SIGTERM at env step (\d+): checkpoint (\d+) saved; continue with: "
-                        rf"python scripts/train.py --resume --run_dir={re.escape(str(run_dir))}$",
+                        rf"tfrl train --resume --run_dir={re.escape(str(run_dir))}$",
                         run.stdout_path.read_text(), re.M)
     assert stopped, run.stdout_path.read_text()
     stop_step, stop_number = int(stopped.group(1)), int(stopped.group(2))

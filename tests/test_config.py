@@ -1,4 +1,4 @@
-"""Tests for tfrl.config: presets in configs/, and typed --hp overrides of an agent's config dataclass."""
+"""Tests for tfrl.config: presets (tfrl.presets), and typed --hp overrides of an agent's config dataclass."""
 
 import dataclasses
 import json
@@ -8,13 +8,13 @@ from typing import Optional
 import pytest
 
 from tfrl import agents
-from tfrl import config as config_lib
+from tfrl import config as config_lib, presets
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.config import ConfigError
 from tfrl.errors import UsageError
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-CONFIG_DIR = REPO_ROOT / "configs"
+CONFIG_DIR = REPO_ROOT / "tfrl" / "presets"
 
 
 def _write_preset(directory, name, agent="dqn", env_ids=("CartPole-v1",), hparams=None, **extra):
@@ -25,30 +25,30 @@ def _write_preset(directory, name, agent="dqn", env_ids=("CartPole-v1",), hparam
     return directory / f"{name}.json"
 
 
-# --- presets in the repository's configs/ ----------------------------------------------
+# --- the built-in presets, tfrl/presets/ ----------------------------------------------
 
 def test_cartpole_preset_is_found_for_dqn():
-    preset = config_lib.find_preset(CONFIG_DIR, "dqn", "CartPole-v1")
+    preset = presets.find("dqn", "CartPole-v1", dirs=[CONFIG_DIR])
     assert preset is not None and preset.name == "dqn-cartpole"
     assert preset.agent == "dqn" and "CartPole-v1" in preset.env_ids
 
 
 @pytest.mark.parametrize("env_id", ["LunarLander-v2", "LunarLander-v3"])
 def test_lunar_lander_preset_is_found_for_both_ids(env_id):
-    # configs/dqn-lunarlander.json lists both the deprecated and the current id.
-    preset = config_lib.find_preset(CONFIG_DIR, "dqn", env_id)
+    # tfrl/presets/dqn-lunarlander.json lists both the deprecated and the current id.
+    preset = presets.find("dqn", env_id, dirs=[CONFIG_DIR])
     assert preset is not None, f"no dqn preset in {CONFIG_DIR} lists {env_id}"
     assert preset.name == "dqn-lunarlander"
 
 
 def test_no_preset_for_an_env_without_one():
-    assert config_lib.find_preset(CONFIG_DIR, "dqn", "Acrobot-v1") is None
+    assert presets.find("dqn", "Acrobot-v1", dirs=[CONFIG_DIR]) is None
 
 
 @pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.json")), ids=lambda p: p.name)
 def test_every_repository_preset_applies_to_its_agent_config(path):
     # A typo or an out-of-range value in a preset file must fail here, not at the start of a long run.
-    preset = config_lib.load_preset_file(path)
+    preset = presets.load_file(path)
     config_cls = agents.get(preset.agent).config_cls
     config = config_lib.apply_overrides(config_cls(), preset.hparams, f"preset {preset.name}")
     for key in preset.hparams:
@@ -58,51 +58,80 @@ def test_every_repository_preset_applies_to_its_agent_config(path):
 
 
 def test_preset_by_name():
-    preset = config_lib.find_preset(CONFIG_DIR, "dqn", "Acrobot-v1", name="dqn-cartpole")
+    preset = presets.find("dqn", "Acrobot-v1", name="dqn-cartpole", dirs=[CONFIG_DIR])
     assert preset.name == "dqn-cartpole"  # an explicit name wins over the env id
 
 
 def test_preset_none_means_defaults_only():
-    assert config_lib.find_preset(CONFIG_DIR, "dqn", "CartPole-v1", name="none") is None
+    assert presets.find("dqn", "CartPole-v1", name="none", dirs=[CONFIG_DIR]) is None
 
 
-def test_unknown_preset_name_lists_the_available_ones():
+def test_a_preset_name_typo_gets_the_closest_names_and_one_far_off_the_list(tmp_path):
     with pytest.raises(ConfigError) as raised:
-        config_lib.find_preset(CONFIG_DIR, "dqn", "CartPole-v1", name="dqn-cartpol")
+        presets.find("dqn", "CartPole-v1", name="dqn-cartpol")  # the built-in presets
     message = str(raised.value)
-    assert message.startswith(f"--preset: no preset named 'dqn-cartpol' in {CONFIG_DIR}; available: ")
-    assert "dqn-cartpole" in message.split("available: ", 1)[1].split(", ")
+    assert message.startswith("--preset: no preset named 'dqn-cartpol' in the built-in presets; did you mean ")
+    assert "dqn-cartpole" in message.split("did you mean ", 1)[1].rstrip("?").split(", ")
+    (tmp_path / "mine.json").write_text(json.dumps({"agent": "dqn", "env_ids": ["CartPole-v1"],
+                                                     "description": "", "hparams": {}}))
+    with pytest.raises(ConfigError) as raised:
+        presets.find("dqn", "CartPole-v1", name="zzzzzzzz", dirs=presets.search_dirs(tmp_path))
+    message = str(raised.value)
+    assert message.startswith(f"--preset: no preset named 'zzzzzzzz' in {tmp_path} or the built-in presets; "
+                              "available: ")
+    assert {"mine", "dqn-cartpole"} <= set(message.split("available: ", 1)[1].split(", "))
+
+
+def test_the_users_folder_is_searched_first_and_its_files_replace_built_in_ones(tmp_path):
+    assert presets.find("dqn", "CartPole-v1", dirs=presets.search_dirs(None)).name == "dqn-cartpole"
+    preset = {"agent": "dqn", "env_ids": ["CartPole-v1"], "description": "mine", "hparams": {"batch_size": 7}}
+    (tmp_path / "dqn-cartpole.json").write_text(json.dumps(preset))
+    found = presets.find("dqn", "CartPole-v1", dirs=presets.search_dirs(tmp_path))
+    assert (found.description, found.hparams) == ("mine", {"batch_size": 7})
+    assert presets.find("dqn", "CartPole-v1", name="dqn-cartpole", dirs=presets.search_dirs(tmp_path)).description == "mine"
+    # Another built-in preset is still found beside the user's folder.
+    assert presets.find("ppo", "CartPole-v1", dirs=presets.search_dirs(tmp_path)).name == "ppo-cartpole"
+
+
+def test_a_preset_file_with_a_key_given_twice_or_a_nan_is_refused(tmp_path):
+    path = tmp_path / "twice.json"
+    path.write_text('{"agent": "dqn", "env_ids": [], "description": "", "hparams": {"gamma": 0.9, "gamma": 0.5}}')
+    with pytest.raises(ConfigError, match="key 'gamma' is given twice"):
+        presets.load_file(path)
+    path.write_text('{"agent": "dqn", "env_ids": [], "description": "", "hparams": {"gamma": NaN}}')
+    with pytest.raises(ConfigError, match="NaN is not a number JSON allows"):
+        presets.load_file(path)
 
 
 def test_preset_by_name_for_another_agent_is_rejected(tmp_path):
     _write_preset(tmp_path, "a2c-cartpole", agent="a2c")
     with pytest.raises(ConfigError, match="--preset=a2c-cartpole is for agent 'a2c', not 'dqn'"):
-        config_lib.find_preset(tmp_path, "dqn", "CartPole-v1", name="a2c-cartpole")
+        presets.find("dqn", "CartPole-v1", name="a2c-cartpole", dirs=[tmp_path])
 
 
 def test_auto_preset_matches_agent_and_prefers_the_shortest_name(tmp_path):
     _write_preset(tmp_path, "dqn-lunarlander-zoo-replica", env_ids=("LunarLander-v2", "LunarLander-v3"))
     _write_preset(tmp_path, "dqn-lunarlander", env_ids=("LunarLander-v2", "LunarLander-v3"))
     _write_preset(tmp_path, "a2c-lunar", agent="a2c", env_ids=("LunarLander-v3",))
-    assert config_lib.find_preset(tmp_path, "dqn", "LunarLander-v2").name == "dqn-lunarlander"
-    assert config_lib.find_preset(tmp_path, "dqn", "LunarLander-v3").name == "dqn-lunarlander"
-    assert config_lib.find_preset(tmp_path, "a2c", "LunarLander-v3").name == "a2c-lunar"
-    assert config_lib.find_preset(tmp_path, "a2c", "LunarLander-v2") is None
+    assert presets.find("dqn", "LunarLander-v2", dirs=[tmp_path]).name == "dqn-lunarlander"
+    assert presets.find("dqn", "LunarLander-v3", dirs=[tmp_path]).name == "dqn-lunarlander"
+    assert presets.find("a2c", "LunarLander-v3", dirs=[tmp_path]).name == "a2c-lunar"
+    assert presets.find("a2c", "LunarLander-v2", dirs=[tmp_path]) is None
 
 
 def test_preset_file_with_missing_or_extra_keys_is_a_config_error_when_named(tmp_path):
     (tmp_path / "broken.json").write_text(json.dumps({"agent": "dqn", "hparams": {}}))
     with pytest.raises(ConfigError, match="expected the keys .* and optionally \"runtime\""):
-        config_lib.find_preset(tmp_path, "dqn", "CartPole-v1", name="broken")
+        presets.find("dqn", "CartPole-v1", name="broken", dirs=[tmp_path])
     _write_preset(tmp_path, "extra", comment="not allowed")
     with pytest.raises(ConfigError, match="expected the keys .* and optionally \"runtime\""):
-        config_lib.find_preset(tmp_path, "dqn", "CartPole-v1", name=str(tmp_path / "extra.json"))
+        presets.find("dqn", "CartPole-v1", name=str(tmp_path / "extra.json"), dirs=[tmp_path])
 
 
 def test_preset_file_with_bad_json_is_a_config_error_when_named(tmp_path):
     (tmp_path / "bad.json").write_text('{"agent": "dqn",')
-    with pytest.raises(ConfigError, match="cannot read JSON"):
-        config_lib.find_preset(tmp_path, "dqn", "CartPole-v1", name="bad")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        presets.find("dqn", "CartPole-v1", name="bad", dirs=[tmp_path])
 
 
 def test_json_files_that_are_not_presets_do_not_break_the_automatic_choice(tmp_path):
@@ -110,14 +139,14 @@ def test_json_files_that_are_not_presets_do_not_break_the_automatic_choice(tmp_p
     (tmp_path / "package.json").write_text(json.dumps({"name": "something else"}))
     (tmp_path / "wrong-types.json").write_text(json.dumps({"agent": "dqn", "env_ids": "CartPole-v1",
                                                             "description": "", "hparams": {}}))
-    assert config_lib.find_preset(tmp_path, "dqn", "CartPole-v1") is None
+    assert presets.find("dqn", "CartPole-v1", dirs=[tmp_path]) is None
     _write_preset(tmp_path, "dqn-cartpole")
-    assert config_lib.find_preset(tmp_path, "dqn", "CartPole-v1").name == "dqn-cartpole"
+    assert presets.find("dqn", "CartPole-v1", dirs=[tmp_path]).name == "dqn-cartpole"
 
 
 def test_a_preset_can_be_given_by_its_path(tmp_path):
     path = _write_preset(tmp_path / "elsewhere", "my-tuning", env_ids=("Acrobot-v1",))
-    preset = config_lib.find_preset(CONFIG_DIR, "dqn", "CartPole-v1", name=str(path))
+    preset = presets.find("dqn", "CartPole-v1", name=str(path), dirs=[CONFIG_DIR])
     assert (preset.name, preset.env_ids) == ("my-tuning", ("Acrobot-v1",))
 
 
@@ -286,7 +315,7 @@ def test_the_walkthrough_evaluates_a_best_policy_only_of_a_run_that_keeps_one():
     for run_dir in best_dirs:
         train = next(line for line in text.splitlines() if "train.py" in line and f"--run_dir={run_dir}" in line)
         args = dict(arg.lstrip("-").split("=", 1) for arg in shlex.split(train.split("#")[0]) if arg.startswith("--"))
-        preset = config_lib.find_preset(CONFIG_DIR, args["agent"], [args["env"], "LunarLander-v3"])
+        preset = presets.find(args["agent"], [args["env"], "LunarLander-v3"], dirs=[CONFIG_DIR])
         config = config_lib.apply_overrides(agents.get(args["agent"]).config_cls(), preset.hparams, preset.name)
         assert config.keep_best_policy, (run_dir, preset.name)
 

@@ -42,9 +42,9 @@ def _run(script, args, no_tensorflow):
     ("train.py", ["--agent=dqn", "--env=CartPole-v1", "--mixed_precision=fp8"], 2, "--mixed_precision: unknown policy"),
     ("serve.py", ["--help"], 0, "--rest_api_port"),
     ("serve.py", ["--model_name=m"], 2, "--model_name and --model_base_path are required"),
-    ("serve.py", ["--model_name=m", "--model_base_path=configs", "--graceful_shutdown_timeout_seconds=nan"], 2,
+    ("serve.py", ["--model_name=m", "--model_base_path=tfrl/presets", "--graceful_shutdown_timeout_seconds=nan"], 2,
      "--graceful_shutdown_timeout_seconds must be > 0, got nan"),
-    ("serve.py", ["--model_name=m", "--model_base_path=configs", "--version_labels=a=²"], 2,
+    ("serve.py", ["--model_name=m", "--model_base_path=tfrl/presets", "--version_labels=a=²"], 2,
      "--version_labels: expected LABEL=VERSION"),
     ("train.py", ["--agent=dqn", "--env=CartPole-v1", "--visible_gpus=²"], 2, "--visible_gpus"),
 ])
@@ -78,7 +78,7 @@ def test_a_preset_chooses_xla_unless_the_user_did(tmp_path):
                                       runtime=RuntimeOptions(**options))
         return launch.prepare(request).record.runtime.xla
 
-    assert xla() is True  # configs/dqn-lunarlander.json: "runtime": {"xla": true}
+    assert xla() is True  # tfrl/presets/dqn-lunarlander.json: "runtime": {"xla": true}
     assert xla(xla=False) is False and xla(preset="dqn-lunarlander-sb3zoo", xla=True) is True
     assert xla(preset="dqn-lunarlander-sb3zoo") is False and xla(preset="none") is False
     bad = tmp_path / "bad.json"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import config as config_lib, evaluation, numerics, runs, serving, training_loop
+from tfrl import config as config_lib, presets, evaluation, numerics, runs, serving, training_loop
 from tfrl.agents.actor_critic.learning import normalized
 from tfrl.agents.actor_critic.networks import CategoricalHead
 from tfrl.agents.actor_critic.rollout import Rollout
@@ -259,13 +259,13 @@ def test_config_range_checks(overrides, message):
     ("CartPole-v1", "ppo-cartpole"), ("LunarLander-v2", "ppo-lunarlander"), ("LunarLander-v3", "ppo-lunarlander"),
 ])
 def test_presets_load_and_auto_pick_the_tuned_one(env_id, expected):
-    preset = config_lib.find_preset(REPO_ROOT / "configs", "ppo", env_id)
+    preset = presets.find("ppo", env_id, dirs=[REPO_ROOT / "tfrl" / "presets"])
     assert preset.name == expected
     config_lib.apply_overrides(PPOConfig(), preset.hparams, preset.name)  # raises on a bad key or value
 
 
 def test_lunarlander_preset_is_the_zoo_settings():
-    preset = config_lib.load_preset_file(REPO_ROOT / "configs" / "ppo-lunarlander.json")
+    preset = presets.load_file(REPO_ROOT / "tfrl" / "presets" / "ppo-lunarlander.json")
     config = config_lib.apply_overrides(PPOConfig(), preset.hparams, preset.name)
     assert (config.num_envs, config.rollout_length, config.batch_size, config.n_epochs) == (16, 1024, 64, 4)
     assert (config.gamma, config.gae_lambda, config.entropy_coef, config.total_env_steps) == (0.999, 0.98, 0.01,

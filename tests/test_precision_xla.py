@@ -19,7 +19,7 @@ import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 RANDOM_POLICY_RETURN = 22  # mean CartPole-v1 return of uniformly random actions
-# configs/a2c-cartpole.json cut from 200k to 30k env steps with a higher rate (1e-3 instead of 7e-4, decaying
+# tfrl/presets/a2c-cartpole.json cut from 200k to 30k env steps with a higher rate (1e-3 instead of 7e-4, decaying
 # linearly over the 30k). Seeds 0-2 x the 6 combinations (18 runs, 20 greedy episodes each) ended at
 # 145..500 on this machine; 100 leaves room for float rounding to change a run's course elsewhere.
 THRESHOLD = 100

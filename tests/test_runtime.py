@@ -187,6 +187,7 @@ def test_banner_reports_versions_build_placement_precision_xla(two_logical_cpus_
     assert "precision: mixed_bfloat16\n" in banner  # no loss scaling for bfloat16
     assert "XLA: on" in banner
     assert "threads: intra-op TF default, inter-op 2" in banner
+    assert all(len(line) <= 68 for line in banner.splitlines()), banner  # 80 columns with the log prefix
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 _TF_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\)|[IWE]0000 00:00:|"
                        r"To enable the following instructions:)")
 # absl log lines (e.g. the warning naming each damaged checkpoint file): logs, not the error line.
-_LOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\] ")
+_LOG_LINE = re.compile(r"^[IWEF] \d\d:\d\d:\d\d ")  # tfrl.quiet_logs.SHORT_FORMAT
 INFO = EnvInfo(env_id="CartPole-v1", obs_shape=(4,), num_actions=2)
 
 
@@ -71,7 +71,9 @@ CASES = [
      "run directory no/such/run does not exist"),
     ("export-missing-model-name", "export.py", ["--run_dir={base}/run"], "--run_dir and --model_name are required"),
     ("export-zero-checkpoint", "export.py", ["--run_dir={base}/run", "--model_name=m", "--checkpoint=0"],
-     "--checkpoint must be a checkpoint number >= 1, got 0"),
+     "--checkpoint must be best, last or a checkpoint number >= 1, got '0'"),
+    ("export-word-checkpoint", "export.py", ["--run_dir={base}/run", "--model_name=m", "--checkpoint=newest"],
+     "--checkpoint must be best, last or a checkpoint number >= 1, got 'newest'"),
     ("export-nested-model-name", "export.py", ["--run_dir={base}/run", "--model_name=a/b"],
      "--model_name must be a plain directory name, got 'a/b'"),
     ("export-base-path-not-creatable", "export.py",
@@ -84,14 +86,14 @@ CASES = [
     ("export-unknown-checkpoint", "export.py", ["--run_dir={base}/run", "--model_name=m", "--checkpoint=7"],
      "checkpoint 7 does not exist in {base}/run/checkpoints (available: 1, 2)"),
     ("export-best-and-checkpoint", "export.py", ["--run_dir={base}/run", "--model_name=m", "--best", "--checkpoint=1"],
-     "give --checkpoint=N or --best, not both"),
+     "give --checkpoint or --best, not both"),
     ("export-no-best-policy", "export.py", ["--run_dir={base}/run", "--model_name=m", "--best"],
      "{base}/run has no best policy (it is kept by runs trained with --hp=keep_best_policy=true)"),
     ("export-truncated-best-policy", "export.py",
      ["--run_dir={base}/run_with_truncated_best", "--model_name=m", "--best"],
      "none of the checkpoints [1] in {base}/run_with_truncated_best/best_policy can be loaded"),
     ("evaluate-best-and-checkpoint", "evaluate.py", ["--run_dir={base}/run", "--best", "--checkpoint=1"],
-     "give --checkpoint=N or --best, not both"),
+     "give --checkpoint or --best, not both"),
     ("evaluate-best-without-run", "evaluate.py", ["--saved_model={base}/models/cartpole/1", "--best"],
      "--best needs --run_dir"),
     ("evaluate-truncated-best-policy", "evaluate.py", ["--run_dir={base}/run_with_truncated_best", "--best"],

@@ -4,16 +4,18 @@
     policy = tfrl.load_policy(run.run_dir)
 
 tfrl.train, tfrl.load_policy, tfrl.Run, tfrl.Policy (tfrl.api) and tfrl.Callback, tfrl.StopOnReturn
-(tfrl.callbacks) load at first use, so `import tfrl` stays light. TensorFlow is not a hard dependency (the
-build is the user's choice), so the first import checks for one and names the extras when it is missing.
+(tfrl.callbacks) load at first use, so `import tfrl` stays light: it imports neither TensorFlow nor Keras.
+TensorFlow is not a hard dependency (the build is the user's choice), so the first use of what needs it checks
+for one and names the extras when it is missing.
 """
 
+import importlib
 import importlib.util
 import os
 
 __version__ = "0.1.0"
 
-_INSTALL_HINT = (
+INSTALL_HINT = (
     "tfrl needs a TensorFlow build (2.16 or newer) and none is installed. Pick one:\n"
     "  pip install 'tfrl[cpu]'   # tensorflow-cpu\n"
     "  pip install 'tfrl[cuda]'  # tensorflow[and-cuda], NVIDIA GPUs\n"
@@ -22,16 +24,33 @@ _INSTALL_HINT = (
     "(see README), then pip install tfrl"
 )
 
-if importlib.util.find_spec("tensorflow") is None:
-    raise ImportError(_INSTALL_HINT)
+_KERAS_BACKEND_BEFORE = os.environ.get("KERAS_BACKEND")
+# Keras 3 runs on several backends; tfrl's training steps are tf.functions. Set before any Keras import.
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-# Keras 3 runs on several backends; tfrl's training steps are tf.functions.
-_backend = os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-if _backend != "tensorflow":
-    raise ImportError(
-        f"tfrl needs the TensorFlow Keras backend but KERAS_BACKEND={_backend!r}; "
-        "unset it or set KERAS_BACKEND=tensorflow"
-    )
+
+def environment_before_import() -> dict:
+    """os.environ as it was before `import tfrl` set KERAS_BACKEND (what tfrl.doctor judges)."""
+    environment = dict(os.environ)
+    if _KERAS_BACKEND_BEFORE is None:
+        environment.pop("KERAS_BACKEND", None)
+    else:
+        environment["KERAS_BACKEND"] = _KERAS_BACKEND_BEFORE
+    return environment
+
+
+def has_tensorflow() -> bool:
+    return importlib.util.find_spec("tensorflow") is not None
+
+
+def require_tensorflow() -> None:
+    """ImportError naming the fix if TensorFlow is missing or Keras is set to another backend."""
+    if not has_tensorflow():
+        raise ImportError(INSTALL_HINT)
+    if os.environ["KERAS_BACKEND"] != "tensorflow":
+        raise ImportError(f"tfrl needs the TensorFlow Keras backend but KERAS_BACKEND="
+                          f"{os.environ['KERAS_BACKEND']!r}; unset it or set KERAS_BACKEND=tensorflow")
+
 
 _LAZY = {"train": "tfrl.api", "load_policy": "tfrl.api", "Run": "tfrl.api", "Policy": "tfrl.api",
          "Callback": "tfrl.callbacks", "StopOnReturn": "tfrl.callbacks", "RuntimeOptions": "tfrl.runtime"}
@@ -39,7 +58,7 @@ _LAZY = {"train": "tfrl.api", "load_policy": "tfrl.api", "Run": "tfrl.api", "Pol
 
 def __getattr__(name: str):
     if name in _LAZY:
-        import importlib
-
+        if _LAZY[name] == "tfrl.api":
+            require_tensorflow()
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'tfrl' has no attribute {name!r}")

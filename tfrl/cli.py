@@ -1,4 +1,4 @@
-"""What the scripts/ launchers share: absl flag parsing and the usage-error contract.
+"""What the commands (tfrl.commands, tfrl-serve) share: absl flag parsing and the usage-error contract.
 
 Bad input (an unknown flag, a bad value, a missing file) ends a launcher with
 one line on stderr, "<script>: error: <message>", and exit code 2, with no
@@ -16,11 +16,18 @@ from typing import Any, Callable, Sequence
 
 from absl import app, flags
 
+import tfrl
 from tfrl import quiet_logs
 from tfrl.errors import RunError, UsageError
 
-flags.DEFINE_boolean("tf_logs", False, "Show TensorFlow's start-up and INFO logs (oneDNN, CPU features, saver "
-                     "details), which the launchers hide by default.")
+
+
+def define_common_flags() -> None:
+    """The flags every command has; a command module calls this when it defines its own (a library module never
+    defines flags: importing tfrl must not change the flags of the user's program)."""
+    if "tf_logs" not in flags.FLAGS:
+        flags.DEFINE_boolean("tf_logs", False, "Show TensorFlow's start-up and INFO logs (oneDNN, XLA, CPU "
+                             "features, saver details), which the commands hide by default.")
 
 
 class MissingExtraError(UsageError):
@@ -38,7 +45,8 @@ def require_extra(module: str, extra: str, purpose: str):
                                 f"pip install 'tfrl[{extra}]' (or pip install -e '.[{extra}]' in a checkout)") from None
 
 
-def _program() -> str:
+def program() -> str:
+    """The command's name in messages: "tfrl train", "tfrl-serve", or a script's file name."""
     return pathlib.Path(sys.argv[0]).name
 
 
@@ -76,11 +84,19 @@ def flags_help(doc: str, sections: Sequence[tuple[str, Any]]) -> str:
 
 
 def run(main: Callable[[list[str]], None], unknown_flag_hint: Callable[[str], str] | None = None,
-        help_text: Callable[[], str] | None = None) -> None:
+        help_text: Callable[[], str] | None = None, needs_tensorflow: bool = True) -> None:
     """app.run(main), with UsageError (raised by main or anything it calls) as one line and exit code 2.
 
     help_text: what --help prints (exit code 0) instead of absl's listing.
+    needs_tensorflow: a missing TensorFlow build is one line naming the extras, exit code 1.
     """
+    define_common_flags()
+    try:
+        if needs_tensorflow:
+            tfrl.require_tensorflow()
+    except ImportError as e:
+        print(f"{program()}: error: {e}", file=sys.stderr)
+        sys.exit(1)
     if help_text is not None and set(sys.argv[1:]) & HELP_FLAGS:
         print(help_text())
         sys.exit(0)
@@ -88,15 +104,16 @@ def run(main: Callable[[list[str]], None], unknown_flag_hint: Callable[[str], st
     def quiet_main(argv):
         if not flags.FLAGS.tf_logs:
             quiet_logs.quiet()
+        quiet_logs.short_prefixes()
         return main(argv)
 
     try:
         app.run(quiet_main, flags_parser=lambda argv: parse_flags_or_exit(argv, unknown_flag_hint))
     except UsageError as e:
-        print(f"{_program()}: error: {e}", file=sys.stderr)
+        print(f"{program()}: error: {e}", file=sys.stderr)
         sys.exit(2)
     except RunError as e:
-        print(f"{_program()}: error: {e}", file=sys.stderr)
+        print(f"{program()}: error: {e}", file=sys.stderr)
         sys.exit(e.exit_code)
 
 
@@ -110,6 +127,13 @@ def check_output_dir(flag: str, directory: pathlib.Path) -> None:
         raise UsageError(f"--{flag}: cannot create {directory}: {existing} is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise UsageError(f"--{flag}: {existing} is not writable")
+
+
+def check_checkpoint_flag(value: str | None) -> None:
+    """UsageError unless --checkpoint is unset, best, last or a checkpoint number >= 1."""
+    if value is None or value in ("best", "last") or (value.isascii() and value.isdigit() and int(value) >= 1):
+        return
+    raise UsageError(f"--checkpoint must be best, last or a checkpoint number >= 1, got {value!r}")
 
 
 def no_extra_args(argv: list[str]) -> None:

@@ -1,14 +1,10 @@
 """Hyperparameter presets and command-line overrides for any agent config.
 
 An agent's hyperparameters are one frozen dataclass (e.g. `DQNConfig`) whose
-defaults are the documented baseline. A preset in `configs/*.json` overrides
+defaults are the documented baseline. A preset (tfrl.presets) overrides
 some fields for an (agent, env) pair; `--hp key=value` flags override both.
 Every key and value is checked against the dataclass fields' types, so a typo
 stops the run instead of being silently ignored.
-
-Preset file format:
-    {"agent": "dqn", "env_ids": ["LunarLander-v2", "LunarLander-v3"],
-     "description": "...", "hparams": {"learning_rate": 6.3e-4, ...}}
 
 The fields every agent shares (run length, vector envs, the loop's evaluation,
 log and checkpoint cadences) are declared once, in `LoopConfig`, which each
@@ -23,9 +19,7 @@ import ast
 import dataclasses
 import difflib
 import inspect
-import json
 import math
-import pathlib
 import textwrap
 import threading
 import types
@@ -39,91 +33,6 @@ from tfrl.errors import UsageError
 
 class ConfigError(UsageError):
     """An unknown key, an ill-typed value or a broken preset file."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Preset:
-    name: str  # file stem, e.g. "dqn-lunarlander"
-    agent: str
-    env_ids: tuple[str, ...]
-    description: str
-    hparams: Mapping[str, Any]
-    runtime: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # defaults of runtime flags: {"xla": bool}
-
-
-_PRESET_KEYS = {"agent", "env_ids", "description", "hparams"}
-_PRESET_RUNTIME_KEYS = {"xla"}  # runtime options a preset may choose; a flag given by the user wins
-
-
-def load_preset_file(path: pathlib.Path) -> Preset:
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ConfigError(f"preset {path}: cannot read JSON: {e}") from None
-    if not isinstance(raw, dict) or set(raw) - {"runtime"} != _PRESET_KEYS:
-        raise ConfigError(f"preset {path}: expected the keys {sorted(_PRESET_KEYS)} and optionally \"runtime\"")
-    runtime = raw.get("runtime", {})
-    if not (isinstance(runtime, dict) and set(runtime) <= _PRESET_RUNTIME_KEYS
-            and all(isinstance(value, bool) for value in runtime.values())):
-        raise ConfigError(f"preset {path}: runtime must be an object of {sorted(_PRESET_RUNTIME_KEYS)} "
-                          "set to true or false")
-    if not (isinstance(raw["agent"], str) and isinstance(raw["env_ids"], list) and isinstance(raw["hparams"], dict)
-            and all(isinstance(env_id, str) for env_id in raw["env_ids"])):
-        raise ConfigError(f"preset {path}: agent must be a string, env_ids a list of strings, hparams an object")
-    return Preset(
-        name=path.stem,
-        agent=raw["agent"],
-        env_ids=tuple(raw["env_ids"]),
-        description=str(raw["description"]),
-        hparams=raw["hparams"],
-        runtime=runtime,
-    )
-
-
-def find_preset(config_dir: pathlib.Path, agent: str, env_ids: str | Sequence[str],
-                name: str = "auto") -> Preset | None:
-    """The preset `name` names, or with name="auto" the one whose agent and env ids match; None for "none".
-
-    name: "auto", "none", a preset's name (its file stem in config_dir), or the path of a preset file.
-    env_ids: the env as given and as resolved, so "LunarLander-v2" and "LunarLander-v3" both find a preset
-    listing both. With "auto", files in config_dir that are not presets are passed over.
-    """
-    if name == "none":
-        return None
-    env_ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
-    path = pathlib.Path(name)
-    if name.endswith(".json") or path.is_file():
-        preset = load_preset_file(path)
-    elif name != "auto":
-        preset = _preset_named(config_dir, name)
-    else:
-        matches = [p for p in _presets_in(config_dir) if p.agent == agent and set(env_ids) & set(p.env_ids)]
-        # Several presets may list an env (e.g. a benchmark replica); the one named
-        # "<agent>-<env family>" without a further suffix is the tuned default.
-        matches.sort(key=lambda p: len(p.name))
-        return matches[0] if matches else None
-    if preset.agent != agent:
-        raise ConfigError(f"--preset={name} is for agent {preset.agent!r}, not {agent!r}")
-    return preset
-
-
-def _preset_named(config_dir: pathlib.Path, name: str) -> Preset:
-    path = config_dir / f"{name}.json"
-    if not path.is_file():
-        available = ", ".join(p.name for p in _presets_in(config_dir)) or "none"
-        raise ConfigError(f"--preset: no preset named {name!r} in {config_dir}; available: {available}")
-    return load_preset_file(path)
-
-
-def _presets_in(config_dir: pathlib.Path) -> list[Preset]:
-    """The presets in config_dir, by name; JSON files that are not presets are passed over."""
-    presets = []
-    for path in sorted(config_dir.glob("*.json")):
-        try:
-            presets.append(load_preset_file(path))
-        except ConfigError as e:
-            logging.debug("not a preset: %s", e)
-    return presets
 
 
 def _field_types(config_cls: type) -> dict[str, Any]:
@@ -237,6 +146,7 @@ class LoopConfig:
     """
 
     RENAMED: ClassVar[Mapping[str, str]] = {}  # old hyperparameter name -> current one, in the subclasses
+    NETWORK_FIELDS: ClassVar[tuple[str, ...]] = ()  # the fields that shape the networks (tfrl.warm_start checks them)
 
     total_env_steps: int = 100_000
     """Length of training, in env steps."""
@@ -325,7 +235,7 @@ def field_docs(config_cls: type) -> dict[str, str]:
     return docs
 
 
-def describe(config_cls: type, preset: Preset | None) -> str:
+def describe(config_cls: type, preset=None) -> str:
     """Every hyperparameter of config_cls: name, type, default, the preset's value, and its documentation."""
     defaults, docs, types = config_cls(), field_docs(config_cls), _field_types(config_cls)
     preset_config = apply_overrides(defaults, preset.hparams, f"preset {preset.name}") if preset else None

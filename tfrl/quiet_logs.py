@@ -2,11 +2,13 @@
 
 TF's C++ runtime prints lines before its logging is set up, which TF_CPP_MIN_LOG_LEVEL does not reach
 ("oneDNN custom operations are on", the CPU feature list, absl's "All log messages before
-absl::InitializeLog()..."), and its Python side logs INFO lines through absl on every SavedModel or
-checkpoint write ("Sharding callback duration", "Assets written to"). `quiet()` drops exactly those:
+absl::InitializeLog()...", XLA's start-up lines when a function is first compiled), and its Python side logs
+INFO lines through absl on every SavedModel or checkpoint write ("Sharding callback duration", "Assets written
+to"). `quiet()` drops exactly those:
 
   - native stderr (file descriptor 2) goes through a pipe; a thread copies every line to the real stderr
-    except the lines that match NATIVE_NOISE. At exit the real stderr is put back and the pipe drained.
+    except the lines that match NATIVE_NOISE (every native INFO line, and the CPU-feature warnings). At exit
+    the real stderr is put back and the pipe drained.
   - absl records below WARNING that come from TensorFlow's or Keras' own modules are filtered out.
 
 Everything else, tfrl's logs and errors included, goes through unchanged and in order.
@@ -21,8 +23,11 @@ import re
 import sys
 import threading
 
-NATIVE_NOISE = re.compile(rb"^(WARNING: All log messages before absl::InitializeLog\(\)|[IW]\d{4} [\d:.]+ +\d+ "
-                          rb"(port\.cc|cpu_feature_guard\.cc|cpu_utils\.cc)|To enable the following instructions:)")
+# Every INFO line of TF's C++ side (oneDNN, CPU features, XLA's service.cc, dump_mlir_util.cc, device_compiler.h:
+# "I1204 15:06:16.046282   10492 service.cc:153] ..."), its start-up warnings, and absl's pre-init notice.
+NATIVE_NOISE = re.compile(rb"^(WARNING: All log messages before absl::InitializeLog\(\)|I\d{4} [\d:.]+ +\d+ \S+:\d+\]|"
+                          rb"W\d{4} [\d:.]+ +\d+ (port\.cc|cpu_feature_guard\.cc|cpu_utils\.cc)|"
+                          rb"To enable the following instructions:)")
 _PACKAGES = (f"{os.sep}tensorflow{os.sep}", f"{os.sep}keras{os.sep}", f"{os.sep}tf_keras{os.sep}")
 _installed = False
 _terminal = None  # a text stream on the real stderr, once native stderr goes through the filter
@@ -47,6 +52,17 @@ def quiet() -> None:
         _filter_native_stderr()
     except OSError:  # no fd 2 to redirect (a detached process): the noise stays, nothing breaks
         pass
+
+
+SHORT_FORMAT = logging.Formatter("%(levelname).1s %(asctime)s %(message)s", datefmt="%H:%M:%S")
+
+
+def short_prefixes() -> None:
+    """absl's log lines with a short prefix ("I 15:05:44 "), instead of date, microseconds, thread id, file and
+    line: a run's lines then fit an 80-column terminal."""
+    from absl import logging as absl_logging
+
+    absl_logging.get_absl_handler().setFormatter(SHORT_FORMAT)
 
 
 def terminal():

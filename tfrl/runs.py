@@ -25,7 +25,7 @@ from typing import Any, Mapping
 from absl import logging
 
 import tfrl
-from tfrl import agents, config as config_lib, envs
+from tfrl import agents, config as config_lib, envs, strict_json
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
 from tfrl.runtime import RuntimeOptions
@@ -38,6 +38,8 @@ tf = LazyModule("tensorflow")
 
 CONFIG_FILE = "config.json"
 RESULT_FILE = "result.json"
+CHECKPOINT_DIR = "checkpoints"  # tfrl.checkpoints', named here too
+BEST_POLICY_DIR = "best_policy"  # tfrl.best_policy's, named here so that choosing a policy needs no TensorFlow
 LOCK_FILE = ".lock"  # held (flock) by the one process training into the run dir; the OS drops it when that process dies
 
 
@@ -61,6 +63,7 @@ class RunRecord:
     preset: str | None = None
     vector_mode: str = "sync"
     keep_checkpoints: int | None = None  # as given; None: the launcher's default
+    init_from: str | None = None  # the run dir or SavedModel whose weights the run started from (tfrl.warm_start)
     tfrl_version: str = tfrl.__version__
 
     @property
@@ -68,8 +71,9 @@ class RunRecord:
         """The precision policy: it changes the optimizer's checkpoint structure (loss scaling)."""
         return self.runtime.mixed_precision
 
-    def differences(self, other: RunRecord) -> list[str]:
-        """Human-readable "field: mine != other's" for each difference that makes another run; empty if none."""
+    def differences(self, other: RunRecord, ignore: tuple[str, ...] = ()) -> list[str]:
+        """Human-readable "field: mine != other's" for each difference that makes another run; empty if none.
+        ignore: hyperparameters left out (e.g. total_env_steps, which an extended run changes)."""
         diffs = [f"{name}: {getattr(self, name)!r} != {getattr(other, name)!r}"
                  for name in ("agent", "env_id", "seed", "mixed_precision")
                  if getattr(self, name) != getattr(other, name)]
@@ -78,7 +82,8 @@ class RunRecord:
         if type(self.config) is not type(other.config):
             return diffs + [f"config class: {type(self.config).__name__} != {type(other.config).__name__}"]
         mine, theirs = config_lib.to_dict(self.config), config_lib.to_dict(other.config)
-        diffs += [f"hparams.{key}: {mine[key]!r} != {theirs[key]!r}" for key in mine if mine[key] != theirs[key]]
+        diffs += [f"hparams.{key}: {mine[key]!r} != {theirs[key]!r}" for key in mine
+                  if mine[key] != theirs[key] and key not in ignore]
         return diffs
 
     def launcher_flags(self) -> dict[str, Any]:
@@ -94,7 +99,8 @@ class RunRecord:
                 "env_arg": self.env_arg or self.env_id, "env_kwargs": _jsonable(self.env_kwargs),
                 "env_info": self.env_info, "seed": self.seed, "preset": self.preset,
                 "vector_mode": self.vector_mode, "keep_checkpoints": self.keep_checkpoints,
-                "hparams": config_lib.to_dict(self.config), "runtime": dataclasses.asdict(self.runtime)}
+                "init_from": self.init_from, "hparams": config_lib.to_dict(self.config),
+                "runtime": dataclasses.asdict(self.runtime)}
 
     @classmethod
     def from_json(cls, raw: Any, source: str) -> RunRecord:
@@ -104,6 +110,9 @@ class RunRecord:
         and renamed ones are read under their old names (tfrl.config).
         """
         field = _JsonFields(raw, source)
+        unknown = sorted(set(raw) - _RECORD_KEYS)
+        if unknown:
+            raise UsageError(f"{source}: unknown key {unknown[0]!r} (a run's config.json holds {sorted(_RECORD_KEYS)})")
         agent = field.get("agent", str)
         config = config_lib.apply_overrides(agents.get(agent).config_cls(), field.get("hparams", dict), source)
         runtime_raw = field.get("runtime", dict, default={})
@@ -116,12 +125,34 @@ class RunRecord:
         return cls(agent=agent, env_id=field.get("env_id", str), seed=field.get("seed", int), config=config,
                    runtime=runtime, env_arg=field.get("env_arg", str, default=None),
                    env_kwargs=field.get("env_kwargs", dict, default={}),
-                   env_info=field.get("env_info", dict, default=None),
+                   env_info=_checked_env_info(field.get("env_info", dict, default=None), source),
                    preset=field.get("preset", str, default=None),
                    vector_mode=field.get("vector_mode", str, default="sync"),
                    keep_checkpoints=field.get("keep_checkpoints", int, default=None),
+                   init_from=field.get("init_from", str, default=None),
                    tfrl_version=field.get("tfrl_version", str, default="unknown"))
 
+
+def _checked_env_info(raw: Mapping[str, Any] | None, source: str) -> Mapping[str, Any] | None:
+    """`raw` if it is an EnvInfo record (tfrl.envs.EnvInfo.to_dict); UsageError naming the file otherwise."""
+    if raw is None:
+        return None
+    try:
+        info = envs.EnvInfo.from_dict(raw)
+        sizes = [*info.obs_shape, info.num_actions, *info.action_shape, info.frame_stack]
+        valid = (all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes)
+                 and info.obs_dtype in ("float32", "uint8") and isinstance(info.env_id, str)
+                 and len(info.action_low) == len(info.action_high)
+                 and all(isinstance(b, (int, float)) for b in (*info.action_low, *info.action_high)))
+    except (KeyError, TypeError, ValueError):
+        valid = False
+    if not valid:
+        raise UsageError(f"{source}: 'env_info' is not a valid record of the env's spaces: {raw!r:.200}")
+    return raw
+
+
+_RECORD_KEYS = {"tfrl_version", "agent", "env_id", "env_arg", "env_kwargs", "env_info", "seed", "preset",
+                "vector_mode", "keep_checkpoints", "init_from", "hparams", "runtime"}
 
 # JSON types of the RuntimeOptions fields (None is allowed where the field's default is None).
 _RUNTIME_TYPES = {"device": str, "visible_gpus": str, "memory_growth": bool, "gpu_memory_limit_mb": int,
@@ -167,6 +198,14 @@ def write_config(run_dir: pathlib.Path, record: RunRecord) -> None:
 def write_result(run_dir: pathlib.Path, result: Mapping[str, Any]) -> None:
     """Writes <run_dir>/result.json: the run is complete (final evaluation and export done)."""
     _write_json(pathlib.Path(run_dir) / RESULT_FILE, _jsonable(dict(result)))
+
+
+def remove_result(run_dir: pathlib.Path) -> None:
+    """Deletes result.json: the run is no longer complete (it is being extended)."""
+    try:
+        (pathlib.Path(run_dir) / RESULT_FILE).unlink(missing_ok=True)
+    except OSError as e:
+        raise UsageError(f"--run_dir: cannot remove {run_dir / RESULT_FILE}: {e.strerror}") from None
 
 
 def read_result(run_dir: pathlib.Path | None) -> dict | None:
@@ -254,10 +293,10 @@ def read_config(run_dir: pathlib.Path) -> RunRecord:
     if not path.exists():
         raise UsageError(f"{path} does not exist: {run_dir} is not a tfrl run directory")
     try:
-        raw = json.loads(path.read_text())
+        text = path.read_text()
     except (OSError, ValueError) as e:
         raise UsageError(f"{path}: cannot read the run's config ({type(e).__name__}: {e})") from None
-    return RunRecord.from_json(raw, str(path))
+    return RunRecord.from_json(strict_json.loads(text, str(path)), str(path))
 
 
 def probe_env_info(env: envs.EnvSpec | str) -> envs.EnvInfo:
@@ -285,43 +324,66 @@ class LoadedPolicy:
     run_config: RunRecord
     env_step: int  # training env steps at the checkpoint
     checkpoint: int  # checkpoint number (in best_policy/ for the best policy)
+    best: bool = False  # the run's best policy (tfrl.best_policy), not a checkpoint
     best_eval_return_mean: float | None = None  # the periodic evaluation that made it the best policy, if it is
 
 
-def load_policy(run_dir: pathlib.Path, checkpoint: int | None = None, best: bool = False) -> LoadedPolicy:
-    """The greedy policy of checkpoint `checkpoint` (None: the newest loadable one) of a run, or its best policy."""
+BEST, LAST = "best", "last"  # the policies a run names besides its numbered checkpoints
+
+
+def load_policy(run_dir: pathlib.Path, checkpoint: int | str | None = None, best: bool = False) -> LoadedPolicy:
+    """A greedy policy of a run. checkpoint: None (default) for the one the run exports, its best policy if it
+    keeps one (keep_best_policy) and the newest checkpoint's otherwise; "best" for the best policy, "last" for the
+    newest loadable checkpoint, or a checkpoint number N (ckpt-N). best=True is checkpoint="best"."""
     run_dir = pathlib.Path(run_dir)
     if not run_dir.is_dir():
         raise UsageError(f"run directory {run_dir} does not exist")
     run_config = read_config(run_dir)
+    which = _which_policy(run_dir, run_config, checkpoint, best)
     info = run_env_info(run_config)
     policy = agents.get(run_config.agent).policy_module.serving_policy(run_config.config, info)
-    if best:
-        if checkpoint is not None:
-            raise UsageError("choose a checkpoint number or the best policy, not both")
+    if which == BEST:
         restored = best_policy.restore(run_dir, policy.checkpoint_items)
         if restored is None:
             raise checkpoints.CheckpointError(f"{run_dir} has no best policy (it is kept by runs trained with "
                                               "--hp=keep_best_policy=true)")
         return LoadedPolicy(policy=policy, env=info, run_config=run_config, env_step=restored.env_step,
-                            checkpoint=restored.number,
+                            checkpoint=restored.number, best=True,
                             best_eval_return_mean=restored.loop_state.get("eval_return_mean"))
     checkpointer = checkpoints.Checkpointer(run_dir, policy.checkpoint_items)
-    if checkpoint is None:
+    if which == LAST:
         restored = checkpointer.restore_latest(load_arrays=False)
         if restored is None:
             raise checkpoints.CheckpointError(f"{run_dir} has no checkpoint yet")
     else:
-        restored = checkpointer.restore(checkpoint, load_arrays=False)
+        restored = checkpointer.restore(which, load_arrays=False)
     return LoadedPolicy(policy=policy, env=info, run_config=run_config, env_step=restored.env_step,
                         checkpoint=restored.number)
 
 
+def _which_policy(run_dir: pathlib.Path, run_config: RunRecord, checkpoint: int | str | None, best: bool) -> int | str:
+    """BEST, LAST or a checkpoint number, from load_policy's arguments; UsageError for anything else."""
+    if best:
+        if checkpoint not in (None, BEST):
+            raise UsageError("choose a checkpoint or the best policy, not both")
+        return BEST
+    if checkpoint is None:
+        kept = run_config.config.keep_best_policy and checkpoints.complete_numbers(run_dir / BEST_POLICY_DIR)
+        return BEST if kept else LAST
+    if isinstance(checkpoint, str) and checkpoint.strip().isdigit():
+        checkpoint = int(checkpoint)
+    if checkpoint in (BEST, LAST) or (isinstance(checkpoint, int) and not isinstance(checkpoint, bool)
+                                      and checkpoint >= 1):
+        return checkpoint
+    raise UsageError(f"checkpoint must be \"best\", \"last\" or a checkpoint number >= 1, got {checkpoint!r}")
+
+
 def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
-               checkpoint: int | None = None, best: bool = False) -> pathlib.Path:
-    """Exports a checkpoint's greedy policy (or the best policy's) as the next version of
-    <base_path>/<model_name>; returns its dir."""
+               checkpoint: int | str | None = None, best: bool = False) -> pathlib.Path:
+    """Exports a greedy policy of the run (load_policy's `checkpoint`: by default the one a run exports) as the
+    next version of <base_path>/<model_name>; returns its dir."""
     loaded = load_policy(run_dir, checkpoint, best)
+    best = loaded.best
     obs_shape = list(loaded.env.obs_shape)
     obs_dtype = loaded.policy.obs_dtype.name
     example = loaded.policy.outputs(tf.zeros([1, *obs_shape], obs_dtype))

@@ -14,7 +14,9 @@ tfrl.checkpoints).
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import threading
 
 from tfrl.errors import RunError
 
@@ -54,6 +56,40 @@ class StopRequest:
         for signum in signals:
             signal.signal(signum, request._handle)
         return request
+
+    @classmethod
+    @contextlib.contextmanager
+    def while_training(cls, signals=(signal.SIGTERM, signal.SIGINT)):
+        """For tfrl.train: a StopRequest set by `signals` while the block runs, the program's own handlers put
+        back after it. A signal that stopped training (a checkpoint was saved) is then delivered again, so the
+        program is interrupted as it would have been without tfrl (KeyboardInterrupt for Ctrl-C); one before
+        training started is delivered at once. Outside the main thread (where Python allows no handlers),
+        nothing is installed and nothing stops the run."""
+        request = cls()
+        if threading.current_thread() is not threading.main_thread():
+            yield request
+            return
+        previous = {signum: signal.getsignal(signum) for signum in signals}
+
+        def restore() -> None:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+        def handle(signum, frame):
+            if not request._polled:  # nothing to save yet: what the program would have done
+                restore()
+                signal.raise_signal(signum)
+                return
+            request._handle(signum, frame)
+
+        for signum in signals:
+            signal.signal(signum, handle)
+        try:
+            yield request
+        finally:
+            restore()
+        if request.signal_name is not None:
+            signal.raise_signal(signal.Signals[request.signal_name])
 
 
 def never() -> bool:

@@ -69,3 +69,10 @@ class Agent(Protocol):
 
     def restore(self, state: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
         """Inverse of checkpoint_state, after the learner's variables were restored."""
+
+    def reload_weights(self) -> None:
+        """The learner's variables were assigned outside a train call (a restore, a warm start: tfrl.warm_start):
+        refresh what the agent keeps of them (the NumPy actor, the observation statistics)."""
+
+    def close(self) -> None:
+        """The run is over (or failed): end whatever the agent runs besides the loop (a background train thread)."""

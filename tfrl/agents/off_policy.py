@@ -35,6 +35,13 @@ class TrainCalls:
             self._in_flight = None
             self._apply(future.result(), context)
 
+    def close(self) -> None:
+        """Ends the thread once the call in flight, if any, is over (its result or error is dropped: close runs
+        when the run ends, also on an error)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool, self._in_flight = None, None
+
     @property
     def in_flight(self) -> concurrent.futures.Future | None:
         return None if self._in_flight is None else self._in_flight[0]

@@ -1,8 +1,8 @@
 """Check this machine's TensorFlow install for tfrl, and say how to fix what is wrong.
 
-    python scripts/doctor.py                  # a report, then a verdict with one fix per problem
-    python scripts/doctor.py --json           # the same as JSON (keys: healthy, findings, facts)
-    python scripts/doctor.py --logical_cpus=2 # split the CPU in two logical devices and time each
+    tfrl doctor                  # a report, then a verdict with one fix per problem
+    tfrl doctor --json           # the same as JSON (keys: healthy, findings, facts)
+    tfrl doctor --logical_cpus=2 # split the CPU in two logical devices and time each
 
 Prints TF/Keras versions, the build (CUDA / ROCm / CPU) and its library versions, physical, logical and
 pluggable devices (zentf), whether XLA compiles a small function, a timed matmul on each logical device,
@@ -19,16 +19,14 @@ import sys
 
 from absl import flags
 
-# The user's environment is what the doctor judges; importing tfrl sets KERAS_BACKEND (and refuses any other
-# backend), so take a copy first and let the doctor's own process run on TensorFlow.
-USER_ENVIRONMENT = dict(os.environ)
-os.environ["KERAS_BACKEND"] = "tensorflow"
-try:
-    from tfrl import cli  # no TensorFlow import yet: flag errors are reported at once
-except ImportError as error:  # tfrl refuses to import when no TensorFlow is installed; its message names the fix
-    print(f"doctor.py: problem: {error}", file=sys.stderr)
-    sys.exit(1)
+import tfrl
+from tfrl import cli  # no TensorFlow import yet: flag errors are reported at once
 from tfrl.errors import UsageError
+
+# The user's environment is what the doctor judges; importing tfrl set KERAS_BACKEND (tfrl runs Keras on
+# TensorFlow), so judge the environment as it was before, and let the doctor's own process run on TensorFlow.
+USER_ENVIRONMENT = tfrl.environment_before_import()
+os.environ["KERAS_BACKEND"] = "tensorflow"
 
 flags.DEFINE_bool("json", False, "Print JSON (stable keys: healthy, findings, facts) instead of the report.")
 flags.DEFINE_integer("logical_cpus", 1, "Split the CPU into this many logical devices; the matmul is timed on each.")
@@ -43,6 +41,9 @@ def main(argv):
         raise UsageError(f"--matmul_size: must be >= 1, got {FLAGS.matmul_size}")
     if FLAGS.logical_cpus < 1:  # checked here too, so that a bad value exits 2 even when TF cannot import
         raise UsageError(f"--logical_cpus: must be >= 1, got {FLAGS.logical_cpus}")
+    if not tfrl.has_tensorflow():
+        print(f"{cli.program()}: problem: {tfrl.INSTALL_HINT}", file=sys.stderr)
+        sys.exit(1)
     from tfrl import doctor  # TensorFlow is imported inside gather_facts, and may fail to import
 
     facts = doctor.gather_facts(logical_cpus=FLAGS.logical_cpus, matmul_size=FLAGS.matmul_size,
@@ -52,5 +53,9 @@ def main(argv):
     sys.exit(0 if doctor.healthy(findings) else 1)
 
 
+def run() -> None:
+    cli.run(main, needs_tensorflow=False)
+
+
 if __name__ == "__main__":
-    cli.run(main)
+    run()

@@ -1,16 +1,18 @@
-"""Train an agent: python scripts/train.py --agent=dqn --env=LunarLander-v2
+"""Train an agent: tfrl train --agent=dqn --env=LunarLander-v2   (or python scripts/train.py ... in a checkout)
 
-The tuned preset for (agent, env) in configs/ is picked automatically (--preset=NAME or a JSON file's path
-picks another, --preset=none the defaults); --hp=key=value overrides any hyperparameter, and
---agent=dqn --hp=help lists them all. --env takes a gymnasium id, or "module:Id" to import the module that
-registers it; --env_kwargs=key=value reaches gymnasium.make. The hardware flags (--device, --mixed_precision,
---xla, --strategy, ...) are applied once, before any TF op. Bad input exits with code 2 before anything is
-written. The same run from Python: tfrl.train (tfrl/api.py).
+The tuned preset for (agent, env) is picked automatically (--preset=NAME or a JSON file's path picks another,
+--preset=none the defaults, --config_dir adds a folder of your own presets); --hp=key=value overrides any
+hyperparameter, and --agent=dqn --hp=help lists them all. --env takes a gymnasium id, or "module:Id" to import
+the module that registers it; --env_kwargs=key=value reaches gymnasium.make. The hardware flags (--device,
+--mixed_precision, --xla, --strategy, ...) are applied once, before any TF op. Bad input exits with code 2
+before anything is written. The same run from Python: tfrl.train (tfrl/api.py).
 
-Crash recovery: the run checkpoints every `checkpoint_interval` env steps. Run the same command again with
-the same --run_dir (or `--resume --run_dir=DIR`, which takes everything from DIR/config.json) and it
-continues from the newest checkpoint; a --run_dir that holds a run with a different config is an error, and
-one whose run is complete is left as it is. At the end the greedy policy is exported as a SavedModel
+Crash recovery: the run checkpoints every `checkpoint_interval` env steps. Run the same command again and it
+continues the interrupted run from its newest checkpoint, saying so (--new_run starts a new one); with
+--run_dir, the run in that directory (`--resume --run_dir=DIR` takes everything from DIR/config.json). A
+--run_dir that holds a run with a different config is an error; one whose run is complete is left as it is,
+unless --hp=total_env_steps asks for more: then it trains on and exports again. --init_from=RUN_DIR|SAVED_MODEL
+starts a new run from another run's weights. At the end the greedy policy is exported as a SavedModel
 (tfrl.export): the last one, or with --hp=keep_best_policy=true the one of the best periodic evaluation.
 
 --strategy=multi_worker (docs/distributed.md): run the same command on every worker, each with its own
@@ -31,10 +33,8 @@ import sys
 
 from absl import flags
 
-from tfrl import agents, cli, config as config_lib, envs, launch, runtime as runtime_lib, shutdown
+from tfrl import agents, cli, config as config_lib, envs, launch, presets, runtime as runtime_lib, shutdown
 from tfrl.errors import UsageError
-
-REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 flags.DEFINE_string("agent", None, f"Agent to train: {', '.join(agents.AGENT_NAMES)}.")
 flags.DEFINE_string("env", None, "Gymnasium environment id, e.g. LunarLander-v2 or CartPole-v1; module:Id imports "
@@ -49,17 +49,24 @@ flags.DEFINE_multi_string("hp", [], "Hyperparameter override key=value, repeatab
 flags.DEFINE_integer("num_envs", None, "Parallel environments (overrides the preset's num_envs).")
 flags.DEFINE_string("vector_mode", "sync", "Vector env: sync (one process), async (a process per env) or envpool "
                     "(EnvPool's C++ envs, for the ids it has: pip install 'tfrl[envpool]').")
-flags.DEFINE_string("run_dir", None, "Where config, metrics, TensorBoard logs, checkpoints and the export go; default "
-                    "runs/<agent>-<env>-s<seed>-<time>. If it holds a run with the same config, that run is resumed "
-                    "from its newest checkpoint (started over if it has none); a different config is an error.")
+flags.DEFINE_string("run_dir", None, "Where config, metrics, TensorBoard logs, checkpoints and the export go; default: "
+                    "the interrupted run of the same command under runs/, else a new runs/<agent>-<env>-s<seed>-<time>. "
+                    "If it holds a run with the same config, that run is resumed from its newest checkpoint (started "
+                    "over if it has none); a different config is an error.")
+flags.DEFINE_boolean("new_run", False, "Without --run_dir: start a new run even if an interrupted run of the same "
+                     "command exists under runs/.")
 flags.DEFINE_boolean("resume", False, "Continue the run in --run_dir from its newest checkpoint, with the agent, env, "
-                     "seed, hyperparameters and hardware flags of its config.json; flags given as well must agree.")
+                     "seed, hyperparameters and hardware flags of its config.json; flags given as well must agree, "
+                     "except --hp=total_env_steps, which extends the run (also a complete one).")
+flags.DEFINE_string("init_from", None, "Start a new run from the weights of another run (a run directory: all its "
+                    "networks) or of an export (a SavedModel: its policy network); same agent, spaces and networks.")
 flags.DEFINE_string("export_base_path", None, "Export the greedy policy at the end to <this>/<model_name>/<version>/ "
                     "(TF Serving layout); default <run_dir>/saved_models; empty = no export.")
 flags.DEFINE_string("model_name", None, "Model name of the export; default <agent>-<env id>.")
 flags.DEFINE_integer("keep_checkpoints", 3, "Newest checkpoints kept in <run_dir>/checkpoints/; 0 keeps every one "
                      "(e.g. to evaluate each afterwards: benchmarks/checkpoint_curve.py).")
-flags.DEFINE_string("config_dir", str(REPO_ROOT / "configs"), "Directory of preset JSON files.")
+flags.DEFINE_string("config_dir", None, "A directory of your own preset JSON files, searched before the built-in "
+                    "presets (a file named like a built-in one replaces it).")
 runtime_lib.define_flags()
 
 FLAGS = flags.FLAGS
@@ -81,8 +88,10 @@ def request_from_flags() -> launch.TrainRequest:
     export_base_path = pathlib.Path(FLAGS.export_base_path) if FLAGS.export_base_path else None
     return launch.TrainRequest(
         agent=FLAGS.agent, env=FLAGS.env, env_kwargs=env_kwargs, seed=FLAGS.seed, preset=FLAGS.preset, hp=hp,
-        config_dir=pathlib.Path(FLAGS.config_dir), run_dir=pathlib.Path(FLAGS.run_dir) if FLAGS.run_dir else None,
-        runs_root=REPO_ROOT / "runs", resume=FLAGS.resume, runtime=runtime_lib.options_from_flags(),
+        config_dir=pathlib.Path(FLAGS.config_dir) if FLAGS.config_dir else None,
+        run_dir=pathlib.Path(FLAGS.run_dir) if FLAGS.run_dir else None, new_run=FLAGS.new_run,
+        init_from=pathlib.Path(FLAGS.init_from) if FLAGS.init_from else None,
+        resume=FLAGS.resume, runtime=runtime_lib.options_from_flags(),
         vector_mode=FLAGS.vector_mode, keep_checkpoints=FLAGS.keep_checkpoints,
         export_base_path=export_base_path, export=FLAGS.export_base_path != "", model_name=FLAGS.model_name)
 
@@ -116,7 +125,8 @@ def print_hparams() -> None:
     preset = None
     if FLAGS.env or FLAGS.preset not in ("auto", "none"):
         names = [FLAGS.env] + ([envs.resolve_env_id(FLAGS.env)] if FLAGS.env else [])
-        preset = config_lib.find_preset(pathlib.Path(FLAGS.config_dir), FLAGS.agent, names, FLAGS.preset)
+        dirs = presets.search_dirs(pathlib.Path(FLAGS.config_dir) if FLAGS.config_dir else None)
+        preset = presets.find(FLAGS.agent, names, FLAGS.preset, dirs)
     print(config_lib.describe(spec.config_cls, preset))
 
 
@@ -146,10 +156,10 @@ def report(result: launch.RunResult, prepared: launch.Prepared, stop: shutdown.S
     if result.already_complete:
         print(f"the run in {run_dir} is complete (final evaluation: return={record['return_mean']:.2f} +/- "
               f"{record['return_std']:.2f} at env step {record['env_step']}): nothing to do; export it again "
-              f"with python scripts/export.py --run_dir={run_dir}", flush=True)
+              f"with tfrl export --run_dir={run_dir}, or train on with --hp=total_env_steps=N", flush=True)
         return
     if record["kind"] == "stopped":
-        resume = f"python scripts/train.py --resume --run_dir={run_dir}" if run_dir else "the same command"
+        resume = f"tfrl train --resume --run_dir={run_dir}" if run_dir else "the same command"
         print(f"stopped by {stop.signal_name} at env step {record['env_step']}: checkpoint {record['checkpoint']} "
               f"saved; continue with: {resume}", flush=True)
         return
@@ -172,7 +182,8 @@ def report(result: launch.RunResult, prepared: launch.Prepared, stop: shutdown.S
 
 
 def help_text() -> str:
-    return cli.flags_help(__doc__, [("Launcher flags", sys.argv[0]), ("Hardware flags (tfrl.runtime)", runtime_lib)])
+    return cli.flags_help(__doc__, [("Launcher flags", sys.modules[__name__]),
+                                    ("Hardware flags (tfrl.runtime)", runtime_lib)])
 
 
 def run():

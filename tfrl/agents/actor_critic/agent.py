@@ -94,10 +94,16 @@ class ActorCriticAgent:
 
     def restore(self, state: Mapping, arrays: Mapping[str, np.ndarray]) -> None:
         checkpoints.set_rng_state(self.actor.rng, state["actor_rng"])
-        self._mirror.update([v.numpy() for v in self.learner.network.trainable_variables])
-        self._obs_normalizer.load()
+        self.reload_weights()
         if self._reward_scaler is not None:
             self._reward_scaler.restore(arrays)
+
+    def reload_weights(self) -> None:
+        self._mirror.update([v.numpy() for v in self.learner.network.trainable_variables])
+        self._obs_normalizer.load()
+
+    def close(self) -> None:
+        """Nothing runs besides the loop."""
 
     @staticmethod
     def check_runtime(config: ActorCriticConfig, runtime) -> None:

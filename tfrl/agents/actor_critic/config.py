@@ -19,6 +19,7 @@ class ActorCriticConfig(LoopConfig):
     """
 
     RENAMED = {"n_steps": "rollout_length"}
+    NETWORK_FIELDS = ("torso", "hidden_sizes", "shared_torso", "activation", "normalize_observations")
 
     total_env_steps: int = 500_000
     num_envs: int = 8

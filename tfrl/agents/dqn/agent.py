@@ -142,7 +142,13 @@ class DQNAgent:
         self._metrics = dict(state["train_metrics"])
         checkpoints.set_rng_state(self.actor.rng, state["actor_rng"])
         self.replay.restore_checkpoint_state(arrays, state["replay"])
+        self.reload_weights()
+
+    def reload_weights(self) -> None:
         self._mirror.update([v.numpy() for v in self.learner.online.trainable_variables])
+
+    def close(self) -> None:
+        self._calls.close()
 
     @staticmethod
     def check_runtime(config: DQNConfig, runtime) -> None:

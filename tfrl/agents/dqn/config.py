@@ -17,6 +17,7 @@ class DQNConfig(LoopConfig):
     RENAMED = {"n_step": "n_step_return", "train_freq": "train_period_env_steps",
                "gradient_steps": "gradient_steps_per_train",
                "target_update_period": "target_update_period_env_steps"}
+    NETWORK_FIELDS = ("torso", "hidden_sizes", "dueling")
 
     torso: str = "auto"
     """What reads the observations (tfrl.networks): auto (a CNN for HWC uint8 images, else mlp), mlp, nature_cnn

@@ -118,6 +118,10 @@ class DQNLearner:
             raise UsageError("prioritized_replay is not supported with a --strategy: it needs every row's TD "
                              "error, and the replicas return their mean")
 
+    def sync_target_networks(self) -> None:
+        """Target network := online network, after the online one was loaded from elsewhere (tfrl.warm_start)."""
+        self.target.set_weights(self.online.get_weights())
+
     def checkpoint_items(self) -> dict:
         return {"online": self.online, "target": self.target, "optimizer": self.optimizer,
                 "gradient_steps": self.gradient_steps_done}

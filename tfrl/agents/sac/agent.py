@@ -131,8 +131,14 @@ class SACAgent:
         checkpoints.set_rng_state(self.rng, state["actor_rng"])
         checkpoints.set_rng_state(self._noise_rng, state["noise_rng"])
         self.replay.restore_checkpoint_state(arrays, state["replay"])
+        self.reload_weights()
+
+    def reload_weights(self) -> None:
         self._mirror.update([v.numpy() for v in self.learner.actor.trainable_variables])
         self._obs_normalizer.load()
+
+    def close(self) -> None:
+        self._calls.close()
 
     @staticmethod
     def check_runtime(config: SACConfig, runtime) -> None:

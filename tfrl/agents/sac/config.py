@@ -13,6 +13,8 @@ class SACConfig(LoopConfig):
     temperature (target entropy -|A| by default). Defaults are SB3's SAC defaults; the run's length, vector envs
     and cadences are LoopConfig's fields (tfrl.config)."""
 
+    NETWORK_FIELDS = ("hidden_sizes", "normalize_observations")
+
     hidden_sizes: tuple[int, ...] = (256, 256)
     """Units of each hidden Dense (ReLU) layer, of the actor and of each Q-network."""
     learning_rate: float = 3e-4

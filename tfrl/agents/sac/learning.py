@@ -145,6 +145,11 @@ class SACLearner:
         """Each gradient step splits the worker's batch evenly over its replicas."""
         train_step.Placement(runtime).check_batch_split("batch_size", config.batch_size)
 
+    def sync_target_networks(self) -> None:
+        """Target Q-networks := Q-networks, after weights were loaded from elsewhere (tfrl.warm_start)."""
+        for target, critic in zip(self.targets, self.critics):
+            target.set_weights(critic.get_weights())
+
     def checkpoint_items(self) -> dict:
         return {"actor": self.actor, "q1": self.critics[0], "q2": self.critics[1], "q1_target": self.targets[0],
                 "q2_target": self.targets[1], "log_alpha": self.log_alpha, "actor_optimizer": self.actor_optimizer,
