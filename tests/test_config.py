@@ -303,23 +303,6 @@ def test_parse_cli_overrides_errors(items, message):
     assert str(raised.value) == message
 
 
-def test_the_walkthrough_evaluates_a_best_policy_only_of_a_run_that_keeps_one():
-    """docs/usage.md's `evaluate.py --run_dir=DIR --best` must follow a train command whose preset keeps the
-    best policy (it failed on a DQN CartPole run, which has none)."""
-    import re
-    import shlex
-
-    text = (REPO_ROOT / "docs" / "usage.md").read_text()
-    best_dirs = [d for d in re.findall(r"evaluate\.py --run_dir=(\S+) --best", text) if d != "DIR"]
-    assert best_dirs
-    for run_dir in best_dirs:
-        train = next(line for line in text.splitlines() if "train.py" in line and f"--run_dir={run_dir}" in line)
-        args = dict(arg.lstrip("-").split("=", 1) for arg in shlex.split(train.split("#")[0]) if arg.startswith("--"))
-        preset = presets.find(args["agent"], [args["env"], "LunarLander-v3"], dirs=[CONFIG_DIR])
-        config = config_lib.apply_overrides(agents.get(args["agent"]).config_cls(), preset.hparams, preset.name)
-        assert config.keep_best_policy, (run_dir, preset.name)
-
-
 @pytest.mark.parametrize("agent, key, value, message", [
     ("dqn", "layer_init", "he", "layer_init must be glorot or torch"),
     ("dqn", "adam_epsilon", 0.0, "adam_epsilon must be > 0"),

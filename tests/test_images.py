@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import tfrl
-from tfrl import config as config_lib, envs, memory, networks
+from tfrl import agents, config as config_lib, envs, networks
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.config import ConfigError
 from tfrl.envs import VectorStep
@@ -238,8 +238,8 @@ def test_frame_replay_bytes_per_transition_and_checkpoint_round_trip():
     per_transition = allocated / capacity
     assert 84 * 84 < per_transition < 1.03 * (84 * 84 + 8) + 28  # about one frame: 7.2 GB for 1M transitions
     assert per_transition == pytest.approx(
-        memory.estimate("dqn", DQNConfig(replay_capacity=capacity), (84, 84, 4), 6, obs_dtype="uint8",
-                        frame_stack=4)["replay"] / capacity, rel=0.01)
+        agents.get("dqn").spec.estimate_memory(DQNConfig(replay_capacity=capacity), envs.EnvInfo(
+            "Pong", (84, 84, 4), 6, obs_dtype="uint8", frame_stack=4), "sync")["replay"] / capacity, rel=0.01)
     assert 2 * 84 * 84 * 4 / per_transition > 7.5  # a naive uint8 buffer needs 8x as much
 
 

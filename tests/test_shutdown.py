@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tfrl import memory, shutdown
+from tfrl import agents, shutdown
 from tfrl.envs import EnvInfo
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.ppo.config import PPOConfig
@@ -65,33 +65,47 @@ def test_a_launcher_killed_while_it_sets_up_exits_with_one_line(tmp_path):
 ])
 def test_the_memory_a_config_needs_is_estimated_and_refused_over_what_is_available(agent, config, expected):
     name, size = expected
-    parts = memory.estimate(agent, config, (4,), 2)
-    assert parts[name] == size
     cartpole = EnvInfo("CartPole-v1", (4,), 2)
+    parts = agents.get(agent).spec.estimate_memory(config, cartpole, "sync")
+    assert parts[name] == size
     with pytest.raises(UsageError, match=rf"this run needs about [\d.]+ (TB|PB) of memory \({name} "):
-        memory.check(agent, config, cartpole)
-    memory.check("dqn", DQNConfig(), cartpole)  # the defaults fit
+        agents.get(agent).check_memory(config, cartpole)
+    agents.get("dqn").check_memory(DQNConfig(), cartpole)  # the defaults fit
+
+
+def _dqn_memory(config, obs_shape, num_actions, obs_dtype="float32", frame_stack=0):
+    info = EnvInfo("test", obs_shape, num_actions, obs_dtype=obs_dtype, frame_stack=frame_stack)
+    return agents.get("dqn").spec.estimate_memory(config, info, "sync")
+
+
+def test_ppo_epochs_are_counted_so_an_absurd_count_is_refused_before_anything_is_written():
+    # n_epochs x rollout rows x 16 bytes of minibatch orders: 10^9 epochs of 2048 rows is 32.8 TB.
+    config = PPOConfig(n_epochs=1_000_000_000)
+    parts = agents.get("ppo").spec.estimate_memory(config, EnvInfo("CartPole-v1", (4,), 2), "sync")
+    assert parts["minibatch orders"] == 1_000_000_000 * 2048 * 16
+    with pytest.raises(UsageError, match=r"needs about 32.8 TB of memory \(minibatch orders 32.8 TB"):
+        agents.get("ppo").check_memory(config, EnvInfo("CartPole-v1", (4,), 2))
 
 
 def test_network_memory_counts_parameters_and_activations():
     # hidden (10,): 4*10 + 10 + 10*3 + 3 = 83 parameters (a dueling head's value counted: 2 + 1 outputs),
     # 8 copies of 4 bytes; activations: 3 x (batch 2 x K 1 rows) x (10 + 4) x 4 bytes.
     config = DQNConfig(hidden_sizes=(10,), batch_size=2, gradient_steps_per_train=1, replay_capacity=10)
-    assert memory.estimate("dqn", config, (4,), 2)["networks"] == 8 * 83 * 4 + 3 * 2 * 14 * 4
+    assert _dqn_memory(config, (4,), 2)["networks"] == 8 * 83 * 4 + 3 * 2 * 14 * 4
 
 
 def test_image_replay_memory_counts_one_uint8_frame_per_transition():
     # Atari: 84x84 frames, 4 stacked. Per transition: the frame and its predecessor's ref (7056 + 8 bytes, with
     # 2 % to spare: 7205), two int64 refs, action, reward and discount (28): 7233 bytes; 1M of them, 7.2 GB.
     config = DQNConfig(replay_capacity=1_000_000, hidden_sizes=(512,))
-    parts = memory.estimate("dqn", config, (84, 84, 4), 6, obs_dtype="uint8", frame_stack=4)
+    parts = _dqn_memory(config, (84, 84, 4), 6, obs_dtype="uint8", frame_stack=4)
     assert parts["replay"] == 1_000_000 * ((84 * 84 + 8) * 51 // 50 + 16 + 12)
     # Unstacked uint8 images: two whole observations per transition, a quarter of float32's bytes.
-    parts = memory.estimate("dqn", DQNConfig(replay_capacity=1000), (10, 5, 1), 3, obs_dtype="uint8")
+    parts = _dqn_memory(DQNConfig(replay_capacity=1000), (10, 5, 1), 3, obs_dtype="uint8")
     assert parts["replay"] == 1000 * (2 * 50 + 12)
     # The Nature CNN's parameters: convolutions (8*8*4*32 + 32) + (4*4*32*64 + 64) + (3*3*64*64 + 64) = 77,984;
     # 7*7*64 = 3136 features into 512 units (1,606,144) and those into 6 + 1 outputs (3,591).
-    parts = memory.estimate("dqn", DQNConfig(hidden_sizes=(512,), batch_size=32, gradient_steps_per_train=1),
-                            (84, 84, 4), 6, obs_dtype="uint8", frame_stack=4)
+    parts = _dqn_memory(DQNConfig(hidden_sizes=(512,), batch_size=32, gradient_steps_per_train=1),
+                        (84, 84, 4), 6, obs_dtype="uint8", frame_stack=4)
     activations = 512 + 20 * 20 * 32 + 9 * 9 * 64 + 7 * 7 * 64 + 84 * 84 * 4
     assert parts["networks"] == 8 * (77_984 + 1_606_144 + 3_591) * 4 + 3 * 32 * activations * 4

@@ -255,17 +255,6 @@ def describe(config_cls: type, preset=None) -> str:
     return "\n".join(lines)
 
 
-def hparam_names() -> set[str]:
-    """Every hyperparameter name of every agent, old names included (for a launcher's did-you-mean)."""
-    from tfrl import agents  # the registry imports this module
-
-    names: set[str] = set()
-    for name in agents.AGENT_NAMES:
-        config_cls = agents.get(name).config_cls
-        names |= {f.name for f in dataclasses.fields(config_cls)} | set(getattr(config_cls, "RENAMED", {}))
-    return names
-
-
 def parse_value(text: str) -> Any:
     """A command-line value typed by its look: true/false, none, an int, a float, else the string itself."""
     lowered = text.strip().lower()

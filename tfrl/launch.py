@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from absl import logging
 
-from tfrl import agents, cli, config as config_lib, distribute, envpool_vector, envs, memory, runs
+from tfrl import agents, cli, config as config_lib, distribute, envpool_vector, envs, runs
 from tfrl import presets, run_finder, runtime as runtime_lib, shutdown, warm_start
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
@@ -124,7 +124,7 @@ def prepare(request: TrainRequest) -> Prepared:
                     run_dir=run_dir, extending=extending, source=source, model_label=label)
 
 
-def _record(request: TrainRequest, spec: agents.AgentSpec, env: envs.EnvSpec, info: envs.EnvInfo,
+def _record(request: TrainRequest, spec: agents.Agent, env: envs.EnvSpec, info: envs.EnvInfo,
             saved: runs.RunRecord | None) -> runs.RunRecord:
     """The run's record (config.json): preset, hyperparameters and runtime options resolved and checked."""
     if request.resume:
@@ -135,7 +135,7 @@ def _record(request: TrainRequest, spec: agents.AgentSpec, env: envs.EnvSpec, in
         runtime = _resolved_runtime(request.runtime, preset_runtime)
     config = config_lib.apply_overrides(config, request.hp, "--hp")
     spec.check_env(info, config)
-    memory.check(request.agent, config, info, request.vector_mode)
+    spec.check_memory(config, info, request.vector_mode)
     runtime_lib.validate_options(runtime)
     if request.run_dir is not None:
         cli.check_output_dir("run_dir", request.run_dir)
@@ -269,7 +269,7 @@ def _check_resume(request: TrainRequest, run_dir: pathlib.Path | None, saved: ru
         raise UsageError(f"--resume: {run_dir} has no checkpoint to resume from")
 
 
-def _preset_config(request: TrainRequest, spec: agents.AgentSpec, env: envs.EnvSpec):
+def _preset_config(request: TrainRequest, spec: agents.Agent, env: envs.EnvSpec):
     """(the agent's config with the preset applied, the preset's name or None, its runtime defaults)."""
     names = [name for name in (_env_arg(request.env), env.id) if name]
     preset = presets.find(request.agent, names, request.preset, presets.search_dirs(request.config_dir))

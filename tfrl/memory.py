@@ -1,14 +1,15 @@
 """How much memory a run will need, estimated from its config before anything is allocated or written.
 
 A run whose estimate exceeds the memory the machine has available is refused with one line saying how much it
-needs and for what (a replay of 10^11 transitions, 10^8 envs or layers of 10^8 units would otherwise grow until
-the kernel kills the process, or swap it to a halt). The estimate counts what grows with the config:
+needs and for what (a replay of 10^11 transitions, 10^8 envs, layers of 10^8 units or 10^9 PPO epochs would
+otherwise grow until the kernel kills the process, or swap it to a halt). Each agent's spec
+(tfrl.agents.core.AgentSpec.estimate_memory) names the components that grow with its config; this module holds
+the arithmetic they share:
 
-    replay       DQN: capacity x (two observations, action, reward, discount), float32 and int32 (uint8 images;
+    replay       capacity x (two observations, action, reward, discount), float32 and int32 (uint8 images;
                  frame-stacked ones: one frame per transition, tfrl.frame_replay)
     networks     parameters x copies (online, target, optimizer slots, gradients, the NumPy mirror,
                  the weights returned by each train call) + activations of one batch, forward and backward
-    rollouts     A2C/PPO: rollout_length x num_envs rows, stored and packed for the learner
     envs         num_envs x a per-env allowance (an async env is a process of its own)
 
 It is a floor, not a bound: TensorFlow itself and Python take a few hundred MB more.
@@ -16,14 +17,16 @@ It is a floor, not a bound: TensorFlow itself and Python take a few hundred MB m
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from tfrl import config as config_lib
 from tfrl.errors import UsageError
 
-_FLOAT = 4  # bytes of float32 and int32
+FLOAT = 4  # bytes of float32 and int32
 _ENV_BYTES = {"sync": 1 << 20, "async": 150 << 20, "envpool": 1 << 20}  # per env; async: a process each
 
 
@@ -42,69 +45,75 @@ def available_bytes() -> int | None:
         return None
 
 
-def _mlp(sizes: list[int]) -> int:
+def mlp_parameters(sizes: Sequence[int]) -> int:
     """Parameters of a stack of Dense layers of these sizes (inputs first)."""
     return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
 
 
-def _convolved(obs_shape, torso: str) -> tuple[int, int, int]:
-    """(parameters, activations per row, features after the flatten) of a CNN torso (tfrl.networks)."""
-    layers = config_lib.CONVOLUTIONS[torso]
+@dataclasses.dataclass(frozen=True)
+class Torso:
+    """What reads the observations, in numbers: parameters, activations per row, features it hands on."""
+
+    parameters: int
+    activations: int
+    features: int
+
+
+def torso(obs_shape: Sequence[int], obs_dtype: str, name: str) -> Torso:
+    """The torso `name` ("auto" resolved here) over observations of this shape: a CNN's convolutions, or the
+    flatten of an MLP (no parameters, the observation's size in features)."""
+    resolved = config_lib.resolved_torso(name, obs_shape, obs_dtype)
+    if resolved == "mlp":
+        return Torso(0, 0, int(np.prod(obs_shape)))
     (height, width, channels), parameters, activations = obs_shape, 0, 0
-    for filters, size, stride in layers:
+    for filters, size, stride in config_lib.CONVOLUTIONS[resolved]:
         height, width = (height - size) // stride + 1, (width - size) // stride + 1
         parameters += size * size * channels * filters + filters
         channels = filters
         activations += height * width * channels
-    return parameters, activations, height * width * channels
+    return Torso(parameters, activations, height * width * channels)
 
 
-def estimate(agent: str, config, obs_shape, num_actions: int, vector_mode: str = "sync",
-             obs_dtype: str = "float32", frame_stack: int = 0) -> dict[str, int]:
-    """Bytes per component (see the module docstring) of a run of `agent` with `config`."""
-    obs_size = int(np.prod(obs_shape))
-    obs_bytes = obs_size * np.dtype(obs_dtype).itemsize
-    torso = config_lib.resolved_torso(getattr(config, "torso", "mlp"), obs_shape, obs_dtype)
-    conv_parameters, conv_activations, features = (0, 0, obs_size) if torso == "mlp" else _convolved(obs_shape, torso)
-    hidden = list(config.hidden_sizes)
-    parts = {"envs": config.num_envs * _ENV_BYTES.get(vector_mode, _ENV_BYTES["async"])}
-    if agent == "sac":  # an actor and four Q-networks (two targets), three optimizers
-        parameters = _mlp([obs_size, *hidden, 2 * num_actions]) + 4 * _mlp([obs_size + num_actions, *hidden, 1])
-        rows = config.batch_size * config.gradient_steps_per_train
-        parts["replay"] = config.replay_capacity * (2 * obs_size + num_actions + 2) * _FLOAT
-        parts["networks"] = 6 * parameters * _FLOAT + 12 * rows * (sum(hidden) + obs_size) * _FLOAT
-    elif agent == "dqn":
-        parameters = conv_parameters + _mlp([features, *hidden, num_actions + 1])  # + 1: a dueling head's value
-        rows = config.batch_size * config.gradient_steps_per_train
-        if frame_stack:  # a frame and its predecessor's ref, with 2 % to spare; two refs per transition
-            frame_bytes = obs_bytes // frame_stack + 8
-            parts["replay"] = config.replay_capacity * (frame_bytes * 51 // 50 + 2 * 8 + 3 * _FLOAT)
-        else:
-            parts["replay"] = config.replay_capacity * (2 * obs_bytes + 3 * _FLOAT)
-        parts["networks"] = 8 * parameters * _FLOAT + 3 * rows * (sum(hidden) + conv_activations + obs_size) * _FLOAT
-    else:
-        torsos = 1 if config.shared_torso else 2
-        parameters = conv_parameters + torsos * _mlp([features, *hidden]) + (hidden[-1] + 1) * (num_actions + 1)
-        rows = config.rollout_size
-        parts["rollouts"] = 2 * rows * (obs_bytes + (num_actions + 8) * _FLOAT)
-        activations = torsos * sum(hidden) + conv_activations + obs_size
-        parts["networks"] = 6 * parameters * _FLOAT + 3 * rows * activations * _FLOAT
-    return parts
+def observation_size(env_info) -> int:
+    """Numbers in one observation."""
+    return int(np.prod(env_info.obs_shape))
 
 
-def check(agent: str, config, env_info, vector_mode: str = "sync") -> None:
-    """UsageError if the estimate for the env of `env_info` (tfrl.envs.EnvInfo) exceeds the memory available now."""
-    parts = estimate(agent, config, env_info.obs_shape, env_info.action_size, vector_mode, env_info.obs_dtype,
-                     env_info.frame_stack)
+def observation_bytes(env_info) -> int:
+    """Bytes of one observation as tfrl stores it (float32, or uint8 images)."""
+    return observation_size(env_info) * np.dtype(env_info.obs_dtype).itemsize
+
+
+def replay_bytes(capacity: int, env_info, extra_floats: int) -> int:
+    """A replay of `capacity` transitions: two observations (or, frame-stacked, one frame and two refs) and
+    `extra_floats` 4-byte numbers (action, reward, discount, ...)."""
+    if env_info.frame_stack:  # a frame and its predecessor's ref, with 2 % to spare; two refs per transition
+        frame_bytes = observation_bytes(env_info) // env_info.frame_stack + 8
+        return capacity * (frame_bytes * 51 // 50 + 2 * 8 + extra_floats * FLOAT)
+    return capacity * (2 * observation_bytes(env_info) + extra_floats * FLOAT)
+
+
+def networks_bytes(parameters: int, copies: int, rows: int, activations_per_row: int, passes: int) -> int:
+    """`copies` of the parameters, and `passes` x the activations of `rows` rows, in float32."""
+    return copies * parameters * FLOAT + passes * rows * activations_per_row * FLOAT
+
+
+def envs_bytes(num_envs: int, vector_mode: str) -> int:
+    return num_envs * _ENV_BYTES.get(vector_mode, _ENV_BYTES["async"])
+
+
+def check(parts: Mapping[str, int]) -> None:
+    """UsageError if the components' sum exceeds the memory available now."""
     needed, available = sum(parts.values()), available_bytes()
     if available is None or needed <= available:
         return
-    detail = ", ".join(f"{name} {_human(size)}" for name, size in sorted(parts.items(), key=lambda p: -p[1]))
-    raise UsageError(f"this run needs about {_human(needed)} of memory ({detail}), more than the "
-                     f"{_human(available)} available: lower replay_capacity, num_envs, hidden_sizes or the batch")
+    detail = ", ".join(f"{name} {human(size)}" for name, size in sorted(parts.items(), key=lambda p: -p[1]))
+    raise UsageError(f"this run needs about {human(needed)} of memory ({detail}), more than the "
+                     f"{human(available)} available: lower replay_capacity, num_envs, hidden_sizes, the batch or "
+                     "the epochs")
 
 
-def _human(size: float) -> str:
+def human(size: float) -> str:
     for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
         if size < 1000 or unit == "PB":
             return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 from absl import logging
 
-from tfrl import agents, best_policy, checkpoints, config as config_lib, envs, evaluation, numerics, shutdown
+from tfrl import agents, best_policy, checkpoints, envs, evaluation, numerics, shutdown
 from tfrl import cpu_features, runtime as runtime_lib, warm_start
 from tfrl.deadlines import next_deadline
 from tfrl.metrics import MetricsLogger, MetricsWriteError
@@ -83,15 +83,14 @@ def train(agent_name: str, config, env: envs.EnvSpec | str, seed: int, runtime: 
 
 
 class _Run:
-    def __init__(self, spec: agents.AgentSpec, config, env, env_spec: envs.EnvSpec, seed: int, runtime: Runtime,
+    def __init__(self, spec: agents.Agent, config, env, env_spec: envs.EnvSpec, seed: int, runtime: Runtime,
                  run_dir: pathlib.Path, options: LoopOptions):
         self.spec, self.config, self.env_spec, self.seed, self.run_dir = spec, config, env_spec, seed, run_dir
         self.options = options
         self.stopped_by = None  # the callback that ended training early
         self.info = envs.env_info(env, env_spec.name)
         spec.check_env(self.info, config)
-        torso = config_lib.resolved_torso(getattr(config, "torso", "mlp"), self.info.obs_shape, self.info.obs_dtype)
-        if torso != "mlp":
+        if spec.convolves(config, self.info):
             for line in runtime_lib.cnn_precision_advice(runtime, cpu_features.bf16_flags()):
                 logging.warning("%s", line)
         self.agent = spec.build(config, self.info, runtime, seed)

@@ -14,7 +14,7 @@ Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
 
@@ -76,3 +76,46 @@ class Agent(Protocol):
 
     def close(self) -> None:
         """The run is over (or failed): end whatever the agent runs besides the loop (a background train thread)."""
+
+
+def _no_check(config, env_info) -> None:
+    """An agent without observation checks of its own."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentSpec:
+    """What the registry (tfrl.agents), the launcher and the loop know of an agent, all answered by its package.
+
+    config, learner, agent, policy: "module:attribute" (or module) paths, imported only when used, so that
+    nothing here imports TensorFlow:
+        config    its hyperparameter dataclass (an extension of tfrl.config.LoopConfig)
+        learner   Learner(config, env_info, runtime, seed), with check_runtime(config, runtime)
+        agent     Agent(learner, config, env_info, seed), with check_runtime(config, runtime)
+        policy    the module whose serving_policy(config, env_info, ...) is the exported greedy policy
+    actions: the action spaces it acts in, "discrete" (Discrete) and/or "continuous" (Box).
+    images: whether it takes uint8 (image) observations.
+    check_observations(config, env_info): UsageError if `config` cannot take the env's observations.
+    estimate_memory(config, env_info, vector_mode): {component: bytes} (tfrl.memory does the arithmetic).
+    convolves(config, env_info): whether its networks start with a CNN (the loop then advises on precision).
+    """
+
+    name: str
+    config: str
+    learner: str
+    agent: str
+    policy: str
+    estimate_memory: Callable[[Any, Any, str], dict[str, int]]
+    actions: tuple[str, ...] = ("discrete",)
+    images: bool = True
+    check_observations: Callable[[Any, Any], None] = _no_check
+    convolves: Callable[[Any, Any], bool] = lambda config, env_info: False
+
+
+def rng_state(generator: np.random.Generator) -> dict:
+    """A NumPy Generator's bit_generator.state, JSON-serializable (Python ints are unbounded): an agent's share
+    of a checkpoint."""
+    return generator.bit_generator.state
+
+
+def set_rng_state(generator: np.random.Generator, state: Mapping[str, Any]) -> None:
+    generator.bit_generator.state = dict(state)

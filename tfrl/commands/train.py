@@ -132,7 +132,7 @@ def print_hparams() -> None:
 
 def unknown_flag_hint(name: str) -> str:
     """For an unknown flag that is (or is close to) a hyperparameter's name: how to set it."""
-    hparams = config_lib.hparam_names()
+    hparams = agents.hparam_names()
     close = [name] if name in hparams else difflib.get_close_matches(name, hparams, n=1, cutoff=0.8)
     if not close:
         return ""

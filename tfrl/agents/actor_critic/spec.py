@@ -1,0 +1,35 @@
+"""What A2C's and PPO's specs share (tfrl.agents.a2c.spec, tfrl.agents.ppo.spec): the observation checks and the
+memory of the actor-critic network and its rollouts."""
+
+from __future__ import annotations
+
+from tfrl import memory
+from tfrl.config import resolved_torso
+from tfrl.errors import UsageError
+
+
+def check_observations(config, env_info) -> None:
+    resolved_torso(config.torso, env_info.obs_shape, env_info.obs_dtype)  # ConfigError if it cannot be
+    if env_info.obs_dtype == "uint8" and config.normalize_observations:
+        raise UsageError("normalize_observations: uint8 (image) observations are scaled to [0, 1] inside the "
+                         "network, not normalized; set normalize_observations=false")
+
+
+def convolves(config, env_info) -> bool:
+    return resolved_torso(config.torso, env_info.obs_shape, env_info.obs_dtype) != "mlp"
+
+
+def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
+    """The rollout (stored, and packed for the learner), the network with its optimizer's slots, gradients, the
+    mirror and the returned weights (6 copies), and 3 passes over the activations of the rollout's rows."""
+    torso = memory.torso(env_info.obs_shape, env_info.obs_dtype, config.torso)
+    torsos = 1 if config.shared_torso else 2
+    hidden, actions = list(config.hidden_sizes), env_info.action_size
+    parameters = (torso.parameters + torsos * memory.mlp_parameters([torso.features, *hidden])
+                  + (hidden[-1] + 1) * (actions + 1))
+    rows, obs_bytes = config.rollout_size, memory.observation_bytes(env_info)
+    activations = torsos * sum(hidden) + torso.activations + memory.observation_size(env_info)
+    return {"envs": memory.envs_bytes(config.num_envs, vector_mode),
+            "rollouts": 2 * rows * (obs_bytes + (actions + 8) * memory.FLOAT),
+            "networks": memory.networks_bytes(parameters, copies=6, rows=rows, activations_per_row=activations,
+                                              passes=3)}

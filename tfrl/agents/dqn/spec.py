@@ -1,0 +1,38 @@
+"""DQN as the registry knows it (tfrl.agents.core.AgentSpec): where its parts are, what it checks, what it needs."""
+
+from __future__ import annotations
+
+from tfrl import memory
+from tfrl.agents.core import AgentSpec
+from tfrl.config import resolved_torso
+from tfrl.errors import UsageError
+
+
+def check_observations(config, env_info) -> None:
+    torso = resolved_torso(config.torso, env_info.obs_shape, env_info.obs_dtype)  # ConfigError if it cannot be
+    if torso != "mlp" and config.train_in_background:
+        raise UsageError(f"train_in_background: the {torso} torso's actor calls the live network, which a train "
+                         "call in the background would change under it; set train_in_background=false")
+
+
+def convolves(config, env_info) -> bool:
+    return resolved_torso(config.torso, env_info.obs_shape, env_info.obs_dtype) != "mlp"
+
+
+def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
+    """The replay (obs, next obs; action, reward, discount), the online and target Q-networks with Adam's slots,
+    gradients, the mirror and the returned weights (8 copies), and the activations of K batches."""
+    torso = memory.torso(env_info.obs_shape, env_info.obs_dtype, config.torso)
+    outputs = env_info.action_size + 1  # + 1: a dueling head's value
+    parameters = torso.parameters + memory.mlp_parameters([torso.features, *config.hidden_sizes, outputs])
+    rows = config.batch_size * config.gradient_steps_per_train
+    activations = sum(config.hidden_sizes) + torso.activations + memory.observation_size(env_info)
+    return {"envs": memory.envs_bytes(config.num_envs, vector_mode),
+            "replay": memory.replay_bytes(config.replay_capacity, env_info, extra_floats=3),
+            "networks": memory.networks_bytes(parameters, copies=8, rows=rows, activations_per_row=activations,
+                                              passes=3)}
+
+
+SPEC = AgentSpec("dqn", config="tfrl.agents.dqn.config:DQNConfig", learner="tfrl.agents.dqn.learning:DQNLearner",
+                 agent="tfrl.agents.dqn.agent:DQNAgent", policy="tfrl.agents.dqn.policy",
+                 estimate_memory=estimate_memory, check_observations=check_observations, convolves=convolves)
