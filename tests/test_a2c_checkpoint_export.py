@@ -73,7 +73,7 @@ def test_a2c_run_checkpoints_and_exports_the_greedy_policy_of_its_final_checkpoi
     np.testing.assert_allclose(outputs["logits"].numpy(), logits.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(outputs["value"].numpy(), value.numpy(), rtol=1e-5, atol=1e-5)
     # The actor's NumPy mirror evaluates the same greedy actions, and so does tfrl.runs' restored policy.
-    mirror_logits, _ = networks.NumpyActorCritic(learner.network, config.activation)(obs)
+    mirror_logits, _ = networks.NumpyActorCritic(learner.network)(obs)
     np.testing.assert_array_equal(np.argmax(mirror_logits, axis=-1), outputs["action"].numpy())
     loaded = runs.load_policy(run_dir)
     assert (loaded.checkpoint, loaded.env_step) == (4, 4000)

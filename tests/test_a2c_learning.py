@@ -277,7 +277,7 @@ def test_numpy_mirror_equals_keras_before_and_after_an_update(shared_torso, acti
     env = EnvInfo(env_id="Box-v0", obs_shape=(8,), num_actions=4)
     config = A2CConfig(hidden_sizes=(64, 32), shared_torso=shared_torso, activation=activation)
     learner = A2CLearner(config, env, _runtime())
-    mirror = networks.NumpyActorCritic(learner.network, activation)
+    mirror = networks.NumpyActorCritic(learner.network)
     obs = np.random.default_rng(1).normal(size=(16, 8)).astype(np.float32)
 
     def check():

@@ -50,7 +50,7 @@ def test_the_numpy_mirror_carries_the_log_std_and_the_export_acts_like_the_live_
     network = make_network(PPOConfig(hidden_sizes=(16,)), PENDULUM, head)
     log_std = network.get_layer("log_std")
     log_std.set_weights([np.array([-0.7], np.float32)])
-    mirror = networks.NumpyActorCritic(network, "tanh")
+    mirror = networks.NumpyActorCritic(network)
     obs = np.random.default_rng(1).normal(size=(64, 3)).astype(np.float32) * 3
     params, values = network(obs)
     mirror_params, mirror_values = mirror(obs)

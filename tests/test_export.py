@@ -73,7 +73,7 @@ def test_exported_actions_are_the_live_networks_greedy_actions(exported):
     np.testing.assert_array_equal(outputs["action"].numpy(), np.argmax(q_online, axis=-1))
     np.testing.assert_allclose(outputs["q_values"].numpy(), q_online, rtol=1e-6, atol=1e-6)
     # The actor's NumPy mirror acts greedily the same way.
-    np.testing.assert_array_equal(np.argmax(networks.NumpyMLP(learner.online)(obs), axis=-1),
+    np.testing.assert_array_equal(np.argmax(networks.NumpyQNetwork(learner.online)(obs), axis=-1),
                                   outputs["action"].numpy())
     assert 0 < outputs["action"].numpy().mean() < 1  # both actions occur: the comparison means something
 

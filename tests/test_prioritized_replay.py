@@ -150,7 +150,7 @@ def test_in_the_background_the_actor_gets_each_call_s_weights_one_train_call_lat
     agent, obs = _agent(background=True)
     initial = agent._mirror(obs).copy()
     agent.train(4)  # call 1 runs in the background
-    agent._calls.in_flight.result()  # it has finished, but the actor has not taken its weights yet
+    agent.training._calls.in_flight.result()  # it has finished, but the actor has not taken its weights yet
     np.testing.assert_array_equal(agent._mirror(obs), initial)
     after_call_1 = agent.learner.online(obs).numpy()
     agent.train(8)  # takes call 1's weights, then starts call 2

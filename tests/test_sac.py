@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from tfrl import evaluation, export, runs, serving, training_loop
 from tfrl.agents.sac import policy as sac_policy
-from tfrl.agents.sac.agent import NumpySquashedActor
+from tfrl.networks import NumpySquashedActor
 from tfrl.agents.sac.config import SACConfig
 from tfrl.agents.sac.learning import (SACBatch, SACLearner, actor_loss, critic_loss, soft_td_targets,
                                       squashed_gaussian, temperature_loss)

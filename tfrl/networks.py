@@ -2,8 +2,10 @@
 
 Acting happens once per vector step; a TF call has a fixed overhead many times
 larger than a NumPy forward pass of a small MLP (docs/benchmarks.md). So the
-actor runs `NumpyMLP`, refreshed with the learner's weights after every train
-call, and the Keras model stays the single definition that is trained and exported.
+actor runs a NumPy mirror (`NumpyMirror`, read from the model's layers), refreshed
+with the learner's weights after every train call, and the Keras model stays the
+single definition that is trained and exported. Every network of every agent is
+built here.
 A convolutional torso is the exception: its forward pass costs more in NumPy than a
 TF call, so its actor calls the live Keras model (`GraphForward`).
 
@@ -119,7 +121,7 @@ class GraphForward:
 
 
 def acting_network(model: keras.Model, numpy_mirror):
-    """numpy_mirror(model) (NumpyMLP, NumpyActorCritic) when the model has no convolutions, else GraphForward."""
+    """numpy_mirror(model) (NumpyQNetwork, NumpyActorCritic) when the model has no convolutions, else GraphForward."""
     return numpy_mirror(model) if acts_in_numpy(model) else GraphForward(model)
 
 
@@ -129,38 +131,77 @@ def acting_variables(model: keras.Model) -> list:
     return list(model.trainable_variables) if acts_in_numpy(model) else []
 
 
-class NumpyMLP:
-    """Forward pass of a `q_network` (or any stack of named Dense layers) in NumPy.
+class NumpyMirror:
+    """A Keras model's Dense layers (and trainable vectors, such as a Gaussian's log std) in NumPy, found from the
+    model's layers and their configured activations, not from variable names.
 
-    Reads weights by variable path ("torso_0/kernel", ...), so `update(values)`
-    takes them in the model's `trainable_variables` order, as the learner returns them.
+    `update(values)` takes the model's trainable variables in their order, as a learner returns them; `dense`
+    and `chain` run layers by name on [N, F] float32 inputs, exactly as Keras computes them on a CPU:
+    activation(x @ kernel + bias).
     """
 
-    def __init__(self, model: keras.Model, activation: str = "relu"):
-        self._paths = [v.path.split("/", 1)[-1] if v.path.startswith(model.name + "/") else v.path
-                       for v in model.trainable_variables]
-        self._torso = sorted({p.split("/")[0] for p in self._paths if p.startswith("torso_")},
-                             key=lambda n: int(n.split("_")[1]))
-        self._dueling = any(p.startswith("value_head/") for p in self._paths)
-        self._activation = _ACTIVATIONS[activation]
+    def __init__(self, model: keras.Model):
+        position = {id(variable): i for i, variable in enumerate(model.trainable_variables)}
+        self._order = [layer.name for layer in model.layers]
+        self._dense, self._vectors = {}, {}
+        for layer in model.layers:
+            if isinstance(layer, keras.layers.Dense):
+                activation = layer.get_config()["activation"]
+                self._dense[layer.name] = (position[id(layer.kernel)], position[id(layer.bias)],
+                                           None if activation == "linear" else _ACTIVATIONS[activation])
+            elif layer.trainable_weights:  # one trainable vector, e.g. AppendLogStd's log std
+                (weight,) = layer.trainable_weights
+                self._vectors[layer.name] = position[id(weight)]
+        self._size = len(position)
         self.update([np.asarray(v.numpy()) for v in model.trainable_variables])
 
     def update(self, values: Sequence[np.ndarray]) -> None:
-        if len(values) != len(self._paths):
-            raise ValueError(f"expected {len(self._paths)} weight arrays, got {len(values)}")
-        self._w = {p: np.asarray(v, dtype=np.float32) for p, v in zip(self._paths, values)}
+        if len(values) != self._size:
+            raise ValueError(f"expected {self._size} weight arrays, got {len(values)}")
+        values = [np.asarray(v, dtype=np.float32) for v in values]
+        # (kernel, bias, activation) per layer, looked up once per update rather than per forward pass.
+        self._layers = {name: (values[k], values[b], act) for name, (k, b, act) in self._dense.items()}
+        self._weights = {name: values[i] for name, i in self._vectors.items()}
 
-    def _dense(self, x, name):
-        return x @ self._w[f"{name}/kernel"] + self._w[f"{name}/bias"]
+    def names(self, prefix: str) -> list[str]:
+        """The Dense layers named <prefix>_<i>, in the model's order (a torso's layers)."""
+        return [name for name in self._order if name in self._dense and name.rsplit("_", 1)[0] == prefix]
+
+    def has(self, name: str) -> bool:
+        return name in self._dense or name in self._vectors
+
+    def weight(self, name: str) -> np.ndarray:
+        return self._weights[name]
+
+    def dense(self, name: str, x: np.ndarray) -> np.ndarray:
+        kernel, bias, activation = self._layers[name]
+        y = x @ kernel + bias
+        return y if activation is None else activation(y)
+
+    def chain(self, names: Sequence[str], x: np.ndarray) -> np.ndarray:
+        for name in names:
+            x = self.dense(name, x)
+        return x
+
+
+class NumpyQNetwork:
+    """A `q_network`'s forward pass in NumPy: obs [N, ...] -> Q-values [N, A]."""
+
+    def __init__(self, model: keras.Model):
+        self._mirror = NumpyMirror(model)
+        self._torso = self._mirror.names("torso")
+        self._dueling = self._mirror.has("value_head")
+
+    def update(self, values: Sequence[np.ndarray]) -> None:
+        self._mirror.update(values)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        x = numpy_input(obs)
-        for name in self._torso:
-            x = self._activation(self._dense(x, name))
+        mirror = self._mirror
+        x = mirror.chain(self._torso, numpy_input(obs))
         if self._dueling:
-            value, advantage = self._dense(x, "value_head"), self._dense(x, "advantage_head")
+            value, advantage = mirror.dense("value_head", x), mirror.dense("advantage_head", x)
             return value + advantage - advantage.mean(axis=-1, keepdims=True)
-        return self._dense(x, "q_head")
+        return mirror.dense("q_head", x)
 
 
 class AppendLogStd(keras.layers.Layer):
@@ -222,59 +263,63 @@ def actor_critic_network(obs_shape: Sequence[int], num_policy_params: int, hidde
 
 
 class NumpyActorCritic:
-    """Forward pass of an `actor_critic_network` in NumPy: obs [N, ...] -> (policy params [N, P], value [N]).
+    """An `actor_critic_network`'s forward pass in NumPy: obs [N, ...] -> (policy params [N, P], value [N])."""
 
-    Like `NumpyMLP`, it reads weights by variable path, so `update(values)` takes
-    them in the model's `trainable_variables` order, as the learner returns them.
-    """
-
-    def __init__(self, model: keras.Model, activation: str = "tanh"):
-        self._paths = [v.path.split("/", 1)[-1] if v.path.startswith(model.name + "/") else v.path
-                       for v in model.trainable_variables]
-        layer_names = {p.split("/")[0] for p in self._paths}
-
-        def torso(prefix):
-            names = [n for n in layer_names if n.startswith(prefix + "_")]
-            return sorted(names, key=lambda n: int(n.rsplit("_", 1)[1]))
-
-        self._shared = torso("torso")
-        self._policy_torso = torso("policy_torso")
-        self._value_torso = torso("value_torso")
-        self._activation = _ACTIVATIONS[activation]
-        self.update([np.asarray(v.numpy()) for v in model.trainable_variables])
+    def __init__(self, model: keras.Model):
+        self._mirror = mirror = NumpyMirror(model)
+        self._shared, self._policy, self._value = (mirror.names(p) for p in ("torso", "policy_torso", "value_torso"))
+        self._gaussian = mirror.has("log_std")
 
     def update(self, values: Sequence[np.ndarray]) -> None:
-        if len(values) != len(self._paths):
-            raise ValueError(f"expected {len(self._paths)} weight arrays, got {len(values)}")
-        w = {p: np.asarray(v, dtype=np.float32) for p, v in zip(self._paths, values)}
-
-        def layers(names):  # [(kernel, bias)], looked up once per update rather than per forward pass
-            return [(w[f"{n}/kernel"], w[f"{n}/bias"]) for n in names]
-
-        self._shared_layers = layers(self._shared)
-        self._policy_layers = layers(self._policy_torso)
-        self._value_layers = layers(self._value_torso)
-        self._policy_head = layers(["policy_head"])[0]
-        self._value_head = layers(["value_head"])[0]
-        self._log_std = w.get("log_std/log_std")  # a Gaussian policy's, None for a categorical one
-
-    def _mlp(self, x, layers):
-        for kernel, bias in layers:
-            x = self._activation(x @ kernel + bias)
-        return x
+        self._mirror.update(values)
 
     def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        x = self._mlp(numpy_input(obs), self._shared_layers)
-        policy_latent = self._mlp(x, self._policy_layers)
-        value_latent = self._mlp(x, self._value_layers)
-        (pk, pb), (vk, vb) = self._policy_head, self._value_head
-        policy = policy_latent @ pk + pb
-        if self._log_std is not None:
-            policy = np.concatenate([policy, np.broadcast_to(self._log_std, policy.shape)], axis=-1)
-        return policy, (value_latent @ vk + vb)[:, 0]
+        mirror = self._mirror
+        x = mirror.chain(self._shared, numpy_input(obs))
+        policy = mirror.dense("policy_head", mirror.chain(self._policy, x))
+        if self._gaussian:
+            policy = np.concatenate([policy, np.broadcast_to(mirror.weight("log_std"), policy.shape)], axis=-1)
+        return policy, mirror.dense("value_head", mirror.chain(self._value, x))[:, 0]
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         """V(obs) [N] alone; skips the policy torso when it is separate."""
-        x = self._mlp(numpy_input(obs), self._shared_layers)
-        vk, vb = self._value_head
-        return (self._mlp(x, self._value_layers) @ vk + vb)[:, 0]
+        x = self._mirror.chain(self._shared, numpy_input(obs))
+        return self._mirror.dense("value_head", self._mirror.chain(self._value, x))[:, 0]
+
+
+def squashed_gaussian_actor(obs_shape: Sequence[int], action_size: int, hidden_sizes: Sequence[int],
+                            name: str = "sac_actor") -> keras.Model:
+    """SAC's actor: obs [B, *obs_shape] -> [mean, log std] [B, 2D] (ReLU torso, heads "mean_head" and
+    "log_std_head"); the policy squashes mean + std * noise with tanh (tfrl.agents.sac.learning)."""
+    obs = keras.Input(shape=tuple(obs_shape), name="observation", dtype="float32")
+    x = keras.layers.Flatten(name="flatten")(obs) if len(obs_shape) > 1 else obs
+    x = mlp_torso(x, hidden_sizes, "relu")
+    mean = keras.layers.Dense(action_size, name="mean_head", dtype="float32")(x)
+    log_std = keras.layers.Dense(action_size, name="log_std_head", dtype="float32")(x)
+    return keras.Model(obs, keras.ops.concatenate([mean, log_std], axis=-1), name=name)
+
+
+def q_critic(obs_shape: Sequence[int], action_size: int, hidden_sizes: Sequence[int], name: str) -> keras.Model:
+    """A continuous-action critic: (obs [B, *obs_shape], action [B, D]) -> Q(s, a) [B] (ReLU torso)."""
+    obs = keras.Input(shape=tuple(obs_shape), name="observation", dtype="float32")
+    action = keras.Input(shape=(action_size,), name="action", dtype="float32")
+    x = keras.layers.Flatten(name="flatten")(obs) if len(obs_shape) > 1 else obs
+    x = mlp_torso(keras.layers.Concatenate(name="obs_action")([x, action]), hidden_sizes, "relu")
+    q = keras.layers.Dense(1, name="q_head", dtype="float32")(x)
+    return keras.Model([obs, action], keras.ops.squeeze(q, axis=-1), name=name)
+
+
+class NumpySquashedActor:
+    """A `squashed_gaussian_actor`'s forward pass in NumPy: obs [N, ...] -> (mean [N, D], log std [N, D]),
+    the log std as the network gives it (the policy clips it)."""
+
+    def __init__(self, model: keras.Model):
+        self._mirror = NumpyMirror(model)
+        self._torso = self._mirror.names("torso")
+
+    def update(self, values: Sequence[np.ndarray]) -> None:
+        self._mirror.update(values)
+
+    def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = self._mirror.chain(self._torso, obs.reshape(len(obs), -1))
+        return self._mirror.dense("mean_head", x), self._mirror.dense("log_std_head", x)

@@ -9,8 +9,9 @@
 
 The statistics are updated in NumPy while the agent collects (no TF call per env step). The observation
 statistics are also kept in TF variables (ObservationNormalization, a Keras layer) that the learner checkpoints
-and the export runs in front of the policy, so a served policy takes raw observations; the agent copies the
-NumPy statistics into them before each checkpoint and evaluation (sync()) and back after a restore (load()).
+and the export runs in front of the policy, so a served policy takes raw observations. One object owns both:
+the learner's ObservationNormalizer (`make`), which the agent updates while it collects and which copies the
+NumPy statistics into the layer before each checkpoint and evaluation (sync()) and back after a restore (load()).
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ class ObservationNormalization(keras.layers.Layer):
 
 
 class ObservationNormalizer:
-    """The running observation statistics an agent updates and applies, mirrored into an ObservationNormalization
-    layer."""
+    """The running observation statistics an agent updates and applies, mirrored into the ObservationNormalization
+    layer it owns (`layer`: what the learner checkpoints and the export runs)."""
 
     def __init__(self, layer: ObservationNormalization):
         self.layer = layer
@@ -104,7 +105,10 @@ class ObservationNormalizer:
 
 
 class NoNormalization:
-    """What an agent without normalize_observations holds in the normalizer's place: observations pass as they are."""
+    """What a learner without normalize_observations holds in the normalizer's place: observations pass as they
+    are, and there is no layer."""
+
+    layer = None
 
     def observe(self, obs: np.ndarray) -> np.ndarray:
         return obs
@@ -119,8 +123,9 @@ class NoNormalization:
         """Nothing to load."""
 
 
-def observation_normalizer(layer: ObservationNormalization | None) -> ObservationNormalizer | NoNormalization:
-    """The normalizer over a learner's layer, or NoNormalization when it has none."""
+def make(config, obs_shape: Sequence[int]) -> ObservationNormalizer | NoNormalization:
+    """A learner's normalizer: with config.normalize_observations, its layer and statistics; else NoNormalization."""
+    layer = make_layer(config, obs_shape)
     return NoNormalization() if layer is None else ObservationNormalizer(layer)
 
 

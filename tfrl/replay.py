@@ -65,6 +65,10 @@ class UniformReplay:
             raise numerics.NonFiniteError.entering_replay(bad)
         return stored
 
+    def observe(self, step) -> tuple[np.ndarray, np.ndarray]:
+        """(s_t, s_t+1) of a vector step (tfrl.envs.VectorStep), as this replay stores observations: whole."""
+        return step.obs, step.final_obs()
+
     def sample(self, batch_size: int, num_batches: int) -> dict[str, np.ndarray]:
         """`num_batches` batches drawn uniformly with replacement: arrays of shape [num_batches, batch_size, ...]."""
         if self.size == 0:

@@ -69,7 +69,7 @@ class A2CLearner:
             self.optimizer = runtime_lib.built_optimizer(_make_optimizer(config), self.network.trainable_variables,
                                                          runtime.options.mixed_precision)
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
-        self.obs_normalization = normalization.make_layer(config, env.obs_shape)  # the agent updates it
+        self.obs_normalizer = normalization.make(config, env.obs_shape)  # the agent updates it while collecting
         self.rows = ac_learning.rollout_rows(env.obs_shape, self.head, with_log_probs=False,
                                              obs_dtype=env.obs_dtype)
         self.output = train_step.OutputLayout(METRICS, networks.acting_variables(self.network))
@@ -88,7 +88,7 @@ class A2CLearner:
 
     def checkpoint_items(self) -> dict:
         return {"network": self.network, "optimizer": self.optimizer, "updates": self.updates,
-                **normalization.checkpoint_items(self.obs_normalization)}
+                **normalization.checkpoint_items(self.obs_normalizer.layer)}
 
     def update(self, rollout: Rollout) -> LearnerUpdate:
         """One TF call: one gradient step on the flattened rollout [B = T * N], at the step size of the

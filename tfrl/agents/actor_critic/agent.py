@@ -21,12 +21,13 @@ from typing import Mapping
 
 import numpy as np
 
-from tfrl import checkpoints, networks, normalization
+from tfrl import networks, normalization
 from tfrl.agents.actor_critic import policy as ac_policy
 from tfrl.agents.actor_critic.actor import ActorCriticActor
 from tfrl.agents.actor_critic.advantages import bootstrap_truncated
 from tfrl.agents.actor_critic.config import ActorCriticConfig
 from tfrl.agents.actor_critic.rollout import Rollout, RolloutStorage
+from tfrl.agents.core import rng_state, set_rng_state
 from tfrl.envs import EnvInfo, VectorStepper
 
 
@@ -37,13 +38,13 @@ class ActorCriticAgent:
         self.config = config
         self._env_info = env
         self._mirror = networks.acting_network(learner.network,
-                                               lambda model: networks.NumpyActorCritic(model, config.activation))
+                                               networks.NumpyActorCritic)
         self.actor = ActorCriticActor(self._mirror, learner.head, seed=seed)
         self._storage = RolloutStorage(config.rollout_length, config.num_envs, env.obs_shape, learner.head,
                                        env.obs_dtype)
         self._rollout: Rollout | None = None
         self._metrics: dict[str, float] = {}
-        self._obs_normalizer = normalization.observation_normalizer(learner.obs_normalization)
+        self._obs_normalizer = learner.obs_normalizer
         self._reward_scaler = (normalization.RewardScaler(config.num_envs, config.gamma, config.reward_clip)
                                if config.normalize_rewards else None)
 
@@ -85,15 +86,15 @@ class ActorCriticAgent:
 
     def serving_policy(self):
         return ac_policy.serving_policy(self.config, self._env_info, self.learner.network,
-                                        self.learner.obs_normalization)
+                                        self.learner.obs_normalizer.layer)
 
     def checkpoint_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         self.settle()
         arrays = {} if self._reward_scaler is None else self._reward_scaler.state()
-        return {"actor_rng": checkpoints.rng_state(self.actor.rng)}, arrays
+        return {"actor_rng": rng_state(self.actor.rng)}, arrays
 
     def restore(self, state: Mapping, arrays: Mapping[str, np.ndarray]) -> None:
-        checkpoints.set_rng_state(self.actor.rng, state["actor_rng"])
+        set_rng_state(self.actor.rng, state["actor_rng"])
         self.reload_weights()
         if self._reward_scaler is not None:
             self._reward_scaler.restore(arrays)

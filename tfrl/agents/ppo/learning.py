@@ -103,7 +103,7 @@ class PPOLearner:
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
             # A variable rather than an argument of the per-replica function, which shards its arguments.
             self._clip_range = tf.Variable(config.clip_range, dtype=tf.float32, trainable=False, name="clip_range")
-        self.obs_normalization = normalization.make_layer(config, env.obs_shape)  # the agent updates it
+        self.obs_normalizer = normalization.make(config, env.obs_shape)  # the agent updates it while collecting
         self.rows = ac_learning.rollout_rows(env.obs_shape, self.head, with_log_probs=True, obs_dtype=env.obs_dtype)
         self.output = train_step.OutputLayout(METRICS, networks.acting_variables(self.network))
         self._batch_gradients = self._placement.batch_gradients(self._gradients)
@@ -123,7 +123,7 @@ class PPOLearner:
 
     def checkpoint_items(self) -> dict:
         return {"network": self.network, "optimizer": self.optimizer, "updates": self.updates,
-                **normalization.checkpoint_items(self.obs_normalization)}
+                **normalization.checkpoint_items(self.obs_normalizer.layer)}
 
     def update(self, rollout: Rollout) -> LearnerUpdate:
         """One TF call: n_epochs * B / batch_size minibatch steps on the flattened rollout [B].

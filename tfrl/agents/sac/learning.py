@@ -1,4 +1,4 @@
-"""SAC: the networks, the losses and the learner, K gradient steps per TF call.
+"""SAC: the losses and the learner, K gradient steps per TF call (the networks are tfrl.networks').
 
 Actions live in [-1, 1]^D inside the agent (the env gets them rescaled to its Box). The actor is a tanh-squashed
 Gaussian with a state-dependent mean and log std (clipped to [-20, 2], as SB3):
@@ -77,26 +77,6 @@ def temperature_loss(log_alpha, log_prob, target_entropy):
     return -tf.reduce_mean(log_alpha * tf.stop_gradient(log_prob + target_entropy))
 
 
-def actor_network(obs_shape, action_size: int, hidden_sizes, name: str = "sac_actor") -> keras.Model:
-    """obs [B, *obs_shape] -> [mean, log std] [B, 2D] (ReLU torso "torso_i", heads "mean_head", "log_std_head")."""
-    obs = keras.Input(shape=tuple(obs_shape), name="observation", dtype="float32")
-    x = keras.layers.Flatten(name="flatten")(obs) if len(obs_shape) > 1 else obs
-    x = networks.mlp_torso(x, hidden_sizes, "relu")
-    mean = keras.layers.Dense(action_size, name="mean_head", dtype="float32")(x)
-    log_std = keras.layers.Dense(action_size, name="log_std_head", dtype="float32")(x)
-    return keras.Model(obs, keras.ops.concatenate([mean, log_std], axis=-1), name=name)
-
-
-def critic_network(obs_shape, action_size: int, hidden_sizes, name: str) -> keras.Model:
-    """(obs [B, *obs_shape], action [B, D]) -> Q(s, a) [B]."""
-    obs = keras.Input(shape=tuple(obs_shape), name="observation", dtype="float32")
-    action = keras.Input(shape=(action_size,), name="action", dtype="float32")
-    x = keras.layers.Flatten(name="flatten")(obs) if len(obs_shape) > 1 else obs
-    x = networks.mlp_torso(keras.layers.Concatenate(name="obs_action")([x, action]), hidden_sizes, "relu")
-    q = keras.layers.Dense(1, name="q_head", dtype="float32")(x)
-    return keras.Model([obs, action], keras.ops.squeeze(q, axis=-1), name=name)
-
-
 class SACLearner:
     """Owns the actor, the twin Q-networks and their targets, the temperature, three Adam optimizers and the
     train step. All state is in tf.Variables (checkpoint_items())."""
@@ -110,7 +90,7 @@ class SACLearner:
         self.target_entropy = float(-size if config.target_entropy is None else config.target_entropy)
         with self._placement.scope():
             self._build(config, env, size, runtime.options.mixed_precision)
-        self.obs_normalization = normalization.make_layer(config, env.obs_shape)  # the agent updates it
+        self.obs_normalizer = normalization.make(config, env.obs_shape)  # the agent updates it while collecting
         self.rows = train_step.RowLayout({
             "obs": (env.obs_shape, tf.float32), "next_obs": (env.obs_shape, tf.float32), "action": ((size,), tf.float32),
             "reward": ((), tf.float32), "discount": ((), tf.float32), "noise_next": ((size,), tf.float32),
@@ -124,9 +104,9 @@ class SACLearner:
 
     def _build(self, config: SACConfig, env: EnvInfo, size: int, precision: str) -> None:
         hidden = config.hidden_sizes
-        self.actor = actor_network(env.obs_shape, size, hidden)
-        self.critics = [critic_network(env.obs_shape, size, hidden, f"q{i}") for i in (1, 2)]
-        self.targets = [critic_network(env.obs_shape, size, hidden, f"q{i}_target") for i in (1, 2)]
+        self.actor = networks.squashed_gaussian_actor(env.obs_shape, size, hidden)
+        self.critics = [networks.q_critic(env.obs_shape, size, hidden, f"q{i}") for i in (1, 2)]
+        self.targets = [networks.q_critic(env.obs_shape, size, hidden, f"q{i}_target") for i in (1, 2)]
         for target, critic in zip(self.targets, self.critics):
             target.set_weights(critic.get_weights())
         self.log_alpha = tf.Variable(math.log(config.initial_temperature), dtype=tf.float32, name="log_alpha")
@@ -154,7 +134,7 @@ class SACLearner:
         return {"actor": self.actor, "q1": self.critics[0], "q2": self.critics[1], "q1_target": self.targets[0],
                 "q2_target": self.targets[1], "log_alpha": self.log_alpha, "actor_optimizer": self.actor_optimizer,
                 "critic_optimizer": self.critic_optimizer, "temperature_optimizer": self.temperature_optimizer,
-                "gradient_steps": self.gradient_steps_done, **normalization.checkpoint_items(self.obs_normalization)}
+                "gradient_steps": self.gradient_steps_done, **normalization.checkpoint_items(self.obs_normalizer.layer)}
 
     def update(self, batch: SACBatch) -> LearnerUpdate:
         """One TF call of K = len(batch.transitions["reward"]) gradient steps. Metrics: their means. Weights: the

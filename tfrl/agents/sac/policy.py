@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfrl import normalization
+from tfrl import networks, normalization
 from tfrl.agents.sac.config import SACConfig
-from tfrl.agents.sac.learning import LOG_STD_MAX, LOG_STD_MIN, actor_network
+from tfrl.agents.sac.learning import LOG_STD_MAX, LOG_STD_MIN
 from tfrl.envs import EnvInfo
 from tfrl.export import ServingPolicy
 
@@ -36,7 +36,7 @@ def serving_policy(config: SACConfig, env: EnvInfo, actor=None, obs_normalizatio
     ones to restore from a training checkpoint ("actor" and tfrl.normalization.CHECKPOINT_KEY are their keys in
     SACLearner.checkpoint_items())."""
     if actor is None:
-        actor = actor_network(env.obs_shape, env.action_size, config.hidden_sizes)
+        actor = networks.squashed_gaussian_actor(env.obs_shape, env.action_size, config.hidden_sizes)
     if obs_normalization is None:
         obs_normalization = normalization.make_layer(config, env.obs_shape)
     outputs = normalization.in_front(obs_normalization, greedy_outputs(actor, env))
