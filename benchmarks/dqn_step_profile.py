@@ -28,6 +28,7 @@ import tensorflow as tf
 from absl import app, flags
 
 from tfrl import runtime as runtime_lib
+from tfrl.commands import runtime_flags
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.envs import EnvInfo
@@ -132,7 +133,7 @@ def _trace(learner, k: int = 8) -> tuple[collections.Counter, collections.Counte
 
 def main(argv):
     del argv
-    runtime = runtime_lib.apply(runtime_lib.options_from_flags())
+    runtime = runtime_lib.apply(runtime_flags.options_from_flags())
     config = DQNConfig(hidden_sizes=HIDDEN, batch_size=FLAGS.batch_size, dueling=True, double_dqn=True)
     learner = DQNLearner(config, LUNAR, runtime)
     steps = [1, 2, 4, 8, 16]
@@ -159,5 +160,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    runtime_lib.define_flags()
+    runtime_flags.define_flags()
     app.run(main)

@@ -19,6 +19,7 @@ import numpy as np
 from absl import app, flags
 
 from tfrl import runtime as runtime_lib
+from tfrl.commands import runtime_flags
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.envs import EnvInfo
@@ -34,7 +35,7 @@ def define_flags() -> None:
     flags.DEFINE_bool("double_dqn", False, "Double DQN target (one more forward pass per step).")
     flags.DEFINE_integer("calls", 300, "Timed train calls per repeat.")
     flags.DEFINE_integer("repeats", 3, "Repeats; the median is reported.")
-    runtime_lib.define_flags()
+    runtime_flags.define_flags()
 
 
 def random_batch(gradient_steps: int, batch_size: int, obs_shape: tuple[int, ...], num_actions: int,
@@ -76,7 +77,7 @@ def time_calls(call: Callable[[], object], calls: int, repeats: int, warmup: int
 
 def main(argv):
     del argv
-    runtime = runtime_lib.apply(runtime_lib.options_from_flags())
+    runtime = runtime_lib.apply(runtime_flags.options_from_flags())
     config = DQNConfig(hidden_sizes=tuple(int(h) for h in FLAGS.hidden_sizes), batch_size=FLAGS.batch_size,
                        double_dqn=FLAGS.double_dqn)
     learner = DQNLearner(config, EnvInfo("LunarLander-v3", (8,), 4), runtime)

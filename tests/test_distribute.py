@@ -30,7 +30,8 @@ from tfrl import distribute
 from tfrl import training_loop
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.distribute import ClusterTask, DistributeConfigError
-from tfrl.runtime import Runtime, RuntimeOptions, define_flags, options_from_flags, validate_options
+from tfrl.commands.runtime_flags import define_flags, options_from_flags
+from tfrl.runtime import Runtime, RuntimeOptions, validate_options
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 TRAIN = str(REPO_ROOT / "scripts" / "train.py")
@@ -439,7 +440,8 @@ _MIRRORED_A2C_ARGS = [
 def test_mirrored_a2c_run_checkpoints_and_exports(launches):
     returncode, stdout, stderr = launches.result("mirrored_a2c")
     assert returncode == 0, stderr[-3000:]
-    assert "strategy: MirroredStrategy, 2 replica(s) in sync, local devices: CPU:0, CPU:1" in stderr
+    banner = re.sub(r"\n[IWEF] \d\d:\d\d:\d\d {5}", " ", stderr)  # the banner's wrapped lines joined
+    assert "strategy: MirroredStrategy, 2 replica(s) in sync, local devices: CPU:0, CPU:1" in banner
     run_dir = launches.root / "mirrored_a2c"
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["kind"] == "final_eval" and records[-1]["updates"] == 160 // 8

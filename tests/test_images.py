@@ -61,7 +61,8 @@ def test_image_actors_call_the_live_network_and_mlp_actors_keep_their_numpy_mirr
 
 
 def test_a_cnn_on_a_cpu_is_advised_off_xla_and_onto_bfloat16_where_the_cpu_has_it():
-    from tfrl.runtime import Runtime, RuntimeOptions, cnn_precision_advice
+    from tfrl.precision import cnn_precision_advice
+    from tfrl.runtime import Runtime, RuntimeOptions
 
     def on(device, **options):
         return Runtime(RuntimeOptions(**options), device)

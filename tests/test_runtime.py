@@ -19,7 +19,8 @@ import pytest
 import tensorflow as tf
 
 from tfrl import errors
-from tfrl import runtime
+from tfrl import precision, runtime
+from tfrl.commands import runtime_flags
 from tfrl.runtime import RuntimeConfigError, RuntimeOptions
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -54,8 +55,8 @@ def _run_in_fresh_process(code: str) -> tuple[dict, str]:
      "--gpu_memory_limit_mb: must be a positive number of MiB, got 0"),
     (RuntimeOptions(memory_growth=True, gpu_memory_limit_mb=1024),
      "--memory_growth and --gpu_memory_limit_mb cannot be combined"),
-    (RuntimeOptions(intra_op_threads=-1), "--intra_op_threads: must be >= 0 (0 = TF default), got -1"),
-    (RuntimeOptions(inter_op_threads=-2), "--inter_op_threads: must be >= 0 (0 = TF default), got -2"),
+    (RuntimeOptions(intra_op_threads=-1), "--intra_op_threads: must be in [0, 4096] (0 = TF default), got -1"),
+    (RuntimeOptions(inter_op_threads=-2), "--inter_op_threads: must be in [0, 4096] (0 = TF default), got -2"),
     (RuntimeOptions(logical_cpus=0), "--logical_cpus: must be >= 1, got 0"),
     (RuntimeOptions(device="cpu:1"),
      "--device=cpu:1 but --logical_cpus=1 makes only CPU:0..CPU:0; raise --logical_cpus to at least 2"),
@@ -91,7 +92,7 @@ def test_apply_rejects_cpu_index_beyond_logical_cpus_before_touching_tf():
     ("mixed_float16", True), ("mixed_bfloat16", False), ("float32", False),
 ])
 def test_loss_scaling_needed_only_for_float16(policy, expected):
-    assert runtime.loss_scaling_needed(policy) is expected
+    assert precision.loss_scaling_needed(policy) is expected
 
 
 # --- device resolution against stubbed logical devices (GPU cases on a CPU box) ----
@@ -245,9 +246,9 @@ def test_auto_falls_back_to_cpu_and_float16_on_cpu_warns(default_cpu_process):
 
 def _parse(args: list[str]) -> RuntimeOptions:
     flag_values = flags.FlagValues()
-    runtime.define_flags(flag_values)
+    runtime_flags.define_flags(flag_values)
     flag_values(["launcher", *args])
-    return runtime.options_from_flags(flag_values)
+    return runtime_flags.options_from_flags(flag_values)
 
 
 def test_flags_default_to_runtime_options_defaults():

@@ -28,7 +28,7 @@ import tfrl
 from tfrl import agents, config as config_lib, envs, strict_json
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
-from tfrl.runtime import RuntimeOptions
+from tfrl.runtime import RuntimeOptions, option_types
 
 # TensorFlow loads at the first policy load or export: a launcher checks a run's config.json without it.
 best_policy = LazyModule("tfrl.best_policy")
@@ -116,12 +116,12 @@ class RunRecord:
         agent = field.get("agent", str)
         config = config_lib.apply_overrides(agents.get(agent).config_cls(), field.get("hparams", dict), source)
         runtime_raw = field.get("runtime", dict, default={})
-        runtime_fields = {f.name: f for f in dataclasses.fields(RuntimeOptions)}
-        unknown = sorted(set(runtime_raw) - set(runtime_fields))
+        runtime_types = option_types()
+        unknown = sorted(set(runtime_raw) - set(runtime_types))
         if unknown:
             raise UsageError(f"{source}: unknown runtime option {unknown[0]!r}")
         runtime = RuntimeOptions(**{name: _JsonFields(runtime_raw, f"{source}: runtime").get(
-            name, _RUNTIME_TYPES[name], default=getattr(RuntimeOptions(), name)) for name in runtime_raw})
+            name, runtime_types[name], default=getattr(RuntimeOptions(), name)) for name in runtime_raw})
         return cls(agent=agent, env_id=field.get("env_id", str), seed=field.get("seed", int), config=config,
                    runtime=runtime, env_arg=field.get("env_arg", str, default=None),
                    env_kwargs=field.get("env_kwargs", dict, default={}),
@@ -153,13 +153,6 @@ def _checked_env_info(raw: Mapping[str, Any] | None, source: str) -> Mapping[str
 
 _RECORD_KEYS = {"tfrl_version", "agent", "env_id", "env_arg", "env_kwargs", "env_info", "seed", "preset",
                 "vector_mode", "keep_checkpoints", "init_from", "hparams", "runtime"}
-
-# JSON types of the RuntimeOptions fields (None is allowed where the field's default is None).
-_RUNTIME_TYPES = {"device": str, "visible_gpus": str, "memory_growth": bool, "gpu_memory_limit_mb": int,
-                  "mixed_precision": str, "xla": bool, "intra_op_threads": int, "inter_op_threads": int,
-                  "logical_cpus": int, "strategy": str, "cross_device_ops": str, "collective": str,
-                  "deterministic": bool}
-
 
 class _JsonFields:
     """Typed reads of a JSON object's fields: a missing required field or a value of another JSON type is a

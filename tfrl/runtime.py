@@ -17,12 +17,12 @@ import importlib.util
 import os
 import re
 import textwrap
+import typing
 
-from absl import flags
 from absl import logging
 import numpy as np
 
-from tfrl import distribute, errors
+from tfrl import distribute, errors, precision
 from tfrl.lazy_import import LazyModule
 
 # Imported at the first use, not with this module: launchers define and check their flags first,
@@ -30,7 +30,7 @@ from tfrl.lazy_import import LazyModule
 keras = LazyModule("keras")
 tf = LazyModule("tensorflow")
 
-PRECISION_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+PRECISION_POLICIES = precision.POLICIES
 MAX_THREADS = 4096  # per thread pool; TF takes an int32, and more threads than this is a typo, not a machine
 _DEVICE_PATTERN = re.compile(r"(auto|cpu|gpu)(?::(\d+))?")
 
@@ -41,80 +41,50 @@ class RuntimeConfigError(errors.UsageError):
 
 @dataclasses.dataclass(frozen=True)
 class RuntimeOptions:
-    """Where and how TensorFlow runs. One field per command-line flag, same name.
-
-    Attributes:
-      device: where variables and the train step are placed. "auto" = first GPU
-        if one is visible, else CPU:0; "cpu", "gpu" = index 0; "cpu:N", "gpu:N" =
-        the N-th logical device of that type (after --visible_gpus and
-        --logical_cpus have been applied).
-      visible_gpus: physical GPU indices TF may use, comma separated ("0,1").
-        None leaves TF's default (all GPUs); "" hides every GPU (CPU only).
-      memory_growth: allocate GPU memory on demand instead of reserving almost
-        all of it up front; applies to each visible GPU.
-      gpu_memory_limit_mb: cap on each visible GPU's memory, in MiB; None = no
-        cap. TF cannot combine a cap with memory_growth.
-      mixed_precision: Keras global dtype policy: "float32", "mixed_float16"
-        (needs loss scaling, see `loss_scaling_needed`) or "mixed_bfloat16".
-      xla: compile the train step with XLA (`jit_compile=True`). Recorded here,
-        read by the trainer. None: as the run's preset says (its "runtime"
-        object), else off; the launcher resolves it before training.
-      intra_op_threads: threads used inside one op (e.g. a matmul); 0 = TF's
-        default (one per core).
-      inter_op_threads: ops run in parallel; 0 = TF's default.
-      logical_cpus: split the one physical CPU into this many logical devices,
-        so multi-device placement and distribution strategies can be tested on
-        a CPU-only machine. 1 = TF's default.
-      strategy: "default" (no tf.distribute strategy), "one_device", "mirrored"
-        (all visible GPUs, else all logical CPUs) or "multi_worker" (TF_CONFIG);
-        see tfrl.distribute.
-      cross_device_ops: mirrored only: "auto" (TF's choice), "nccl" (RCCL on
-        ROCm builds), "hierarchical_copy" or "reduce_to_one".
-      collective: multi_worker only: "auto", "ring" or "nccl".
-      deterministic: TF op determinism (tf.config.experimental.enable_op_determinism):
-        with the seeds the launcher sets, two runs of one command on the same
-        hardware and software give the same numbers (docs/reliability.md).
-    """
+    """Where and how TensorFlow runs. One field per command-line flag, same name: the commands define the flags
+    from these fields, their types and the docstring under each (tfrl.commands.runtime_flags)."""
 
     device: str = "auto"
+    """Placement of variables and the train step: auto (first GPU, else CPU:0), cpu, cpu:N, gpu, gpu:N (the N-th
+    logical device of that type, after --visible_gpus and --logical_cpus)."""
     visible_gpus: str | None = None
+    """Physical GPU indices TF may use, e.g. "0,1"; empty string = CPU only; unset = all GPUs."""
     memory_growth: bool = False
+    """Allocate GPU memory on demand instead of reserving it all at start-up (each visible GPU)."""
     gpu_memory_limit_mb: int | None = None
+    """Memory cap per visible GPU, in MiB; unset = no cap. Not combinable with --memory_growth."""
     mixed_precision: str = "float32"
+    """Keras dtype policy: float32, mixed_float16 (turns on loss scaling) or mixed_bfloat16."""
     xla: bool | None = None
+    """Compile the train step with XLA (jit_compile). Unset: as the preset says (the dqn-lunarlander preset turns
+    it on), else off; --noxla turns it off."""
     intra_op_threads: int = 0
+    """Threads used inside one op, e.g. a matmul; 0 = TF default (one per core)."""
     inter_op_threads: int = 0
+    """Number of ops run in parallel; 0 = TF default."""
     logical_cpus: int = 1
+    """Split the CPU into this many logical devices (to test multi-device code without GPUs)."""
     strategy: str = "default"
+    """Distribution: default (none), one_device, mirrored (all visible GPUs, else the logical CPUs) or
+    multi_worker (the processes in TF_CONFIG). See docs/distributed.md."""
     cross_device_ops: str = "auto"
+    """All-reduce between one machine's devices, --strategy=mirrored only: auto, nccl (RCCL on ROCm builds),
+    hierarchical_copy or reduce_to_one."""
     collective: str = "auto"
+    """All-reduce between workers, --strategy=multi_worker only: auto, ring or nccl."""
     deterministic: bool = False
+    """TF op determinism: with --seed, two runs of one command on the same machine give identical metrics and
+    weights (slower on GPUs; see docs/reliability.md)."""
 
 
-def loss_scaling_needed(policy_name: str) -> bool:
-    """float16 gradients underflow without loss scaling; bfloat16 has float32's range."""
-    return policy_name == "mixed_float16"
-
-
-def optimizer_for_policy(optimizer, policy_name: str):
-    """`optimizer`, wrapped in Keras' LossScaleOptimizer when `policy_name` needs loss scaling.
-
-    The wrapper's apply() unscales the gradients, skips a step whose gradients are not finite and adapts the scale;
-    its scale_loss() is what the train steps multiply the loss by (the plain optimizer's returns the loss as is).
-    """
-    if loss_scaling_needed(policy_name):
-        return keras.optimizers.LossScaleOptimizer(optimizer)
-    return optimizer
-
-
-def built_optimizer(optimizer, variables, policy_name: str):
-    """`optimizer` for the precision policy (optimizer_for_policy), built on `variables`.
-
-    Call it inside the runtime's strategy scope: slots built at the first step would live outside it.
-    """
-    optimizer = optimizer_for_policy(optimizer, policy_name)
-    optimizer.build(variables)
-    return optimizer
+def option_types() -> dict[str, type]:
+    """{field: its type without None} of RuntimeOptions: what its flag parses and what config.json holds."""
+    hints = typing.get_type_hints(RuntimeOptions)
+    types = {}
+    for field in dataclasses.fields(RuntimeOptions):
+        kinds = [kind for kind in typing.get_args(hints[field.name]) if kind is not type(None)]
+        types[field.name] = kinds[0] if kinds else hints[field.name]
+    return types
 
 
 def _parse_device(device: str) -> tuple[str, int | None]:
@@ -335,7 +305,7 @@ class Runtime:
         log prefix)."""
         threading = tf.config.threading
         policy = self.options.mixed_precision
-        if loss_scaling_needed(policy):
+        if precision.loss_scaling_needed(policy):
             policy += " (loss scaling on)"
         parts = (
             f"TensorFlow {tf.__version__}, Keras {keras.__version__}, build: {build_flavour()}",
@@ -353,22 +323,6 @@ class Runtime:
         for part in parts:
             lines += textwrap.wrap(part, width, initial_indent="  ", subsequent_indent="    ")
         return "\n".join(lines)
-
-
-def cnn_precision_advice(runtime: Runtime, cpu_bf16: tuple[str, ...]) -> list[str]:
-    """What to change, for a CNN trained on a CPU, if the options are not the fastest measured ones
-    (docs/benchmarks.md, "The CNN train step: precision and XLA"): XLA off, and mixed_bfloat16 where the CPU
-    has bfloat16 instructions (cpu_bf16: tfrl.cpu_features.bf16_flags())."""
-    if "CPU" not in runtime.device_name:
-        return []
-    advice = []
-    if runtime.options.xla:
-        advice.append("--xla with a CNN on a CPU: XLA's CPU convolutions make the train step many times slower; "
-                      "use --noxla (docs/benchmarks.md)")
-    if runtime.options.mixed_precision == "float32" and cpu_bf16:
-        advice.append("this CPU has bfloat16 instructions: --mixed_precision=mixed_bfloat16 trains a CNN faster "
-                      "than float32, with the same loss to 4 digits (docs/benchmarks.md)")
-    return advice
 
 
 def build_flavour() -> str:
@@ -425,70 +379,3 @@ def apply(options: RuntimeOptions) -> Runtime:
             "" if options.xla else "; without --xla far slower (docs/benchmarks.md, precision and XLA)",
         )
     return Runtime(options=options, device_name=device_name, strategy=strategy, cluster=cluster)
-
-
-def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """Defines one flag per RuntimeOptions field; validation happens in validate_options."""
-    # Plain string flags rather than DEFINE_enum: absl exits 1 on a bad enum, and
-    # launchers exit 2 with our message for usage errors.
-    default = RuntimeOptions()
-    flags.DEFINE_string(
-        "device", default.device,
-        "Placement of variables and the train step: auto (first GPU, else CPU:0), cpu, cpu:N, gpu, gpu:N.",
-        flag_values=flag_values)
-    flags.DEFINE_string(
-        "visible_gpus", default.visible_gpus,
-        'Physical GPU indices TF may use, e.g. "0,1"; empty string = CPU only; unset = all GPUs.',
-        flag_values=flag_values)
-    flags.DEFINE_boolean(
-        "memory_growth", default.memory_growth,
-        "Allocate GPU memory on demand instead of reserving it all at start-up.",
-        flag_values=flag_values)
-    flags.DEFINE_integer(
-        "gpu_memory_limit_mb", default.gpu_memory_limit_mb,
-        "Memory cap per visible GPU, in MiB; unset = no cap. Not combinable with --memory_growth.",
-        flag_values=flag_values)
-    flags.DEFINE_string(
-        "mixed_precision", default.mixed_precision,
-        f"Keras dtype policy: {', '.join(PRECISION_POLICIES)} (float16 turns on loss scaling).",
-        flag_values=flag_values)
-    flags.DEFINE_boolean(
-        "xla", default.xla, "Compile the train step with XLA (jit_compile). Unset: as the preset says (the "
-        "dqn-lunarlander preset turns it on), else off; --noxla turns it off.", flag_values=flag_values)
-    flags.DEFINE_integer(
-        "intra_op_threads", default.intra_op_threads,
-        "Threads used inside one op, e.g. a matmul; 0 = TF default (one per core).",
-        flag_values=flag_values)
-    flags.DEFINE_integer(
-        "inter_op_threads", default.inter_op_threads,
-        "Number of ops run in parallel; 0 = TF default.", flag_values=flag_values)
-    flags.DEFINE_integer(
-        "logical_cpus", default.logical_cpus,
-        "Split the CPU into this many logical devices (to test multi-device code without GPUs).",
-        flag_values=flag_values)
-    flags.DEFINE_string(
-        "strategy", default.strategy,
-        f"Distribution: {', '.join(distribute.STRATEGIES)}. mirrored = all visible GPUs (else the logical CPUs); "
-        "multi_worker = the processes in TF_CONFIG. See docs/distributed.md.",
-        flag_values=flag_values)
-    flags.DEFINE_string(
-        "cross_device_ops", default.cross_device_ops,
-        f"All-reduce between one machine's devices, --strategy=mirrored only: {', '.join(distribute.CROSS_DEVICE_OPS)} "
-        "(nccl runs on RCCL on ROCm builds).",
-        flag_values=flag_values)
-    flags.DEFINE_string(
-        "collective", default.collective,
-        f"All-reduce between workers, --strategy=multi_worker only: {', '.join(distribute.COLLECTIVES)}.",
-        flag_values=flag_values)
-    flags.DEFINE_boolean(
-        "deterministic", default.deterministic,
-        "TF op determinism: with --seed, two runs of one command on the same machine give identical metrics "
-        "and weights (slower on GPUs; see docs/reliability.md).",
-        flag_values=flag_values)
-
-
-def options_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> RuntimeOptions:
-    """Reads the flags defined by define_flags; call after absl has parsed them."""
-    return RuntimeOptions(**{
-        field.name: flag_values[field.name].value for field in dataclasses.fields(RuntimeOptions)
-    })

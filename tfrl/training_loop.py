@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 from absl import logging
 
 from tfrl import agents, best_policy, checkpoints, envs, evaluation, numerics, shutdown
-from tfrl import cpu_features, runtime as runtime_lib, warm_start
+from tfrl import cpu_features, precision, warm_start
 from tfrl.deadlines import next_deadline
 from tfrl.metrics import MetricsLogger, MetricsWriteError
 from tfrl.runtime import Runtime
@@ -91,7 +91,7 @@ class _Run:
         self.info = envs.env_info(env, env_spec.name)
         spec.check_env(self.info, config)
         if spec.convolves(config, self.info):
-            for line in runtime_lib.cnn_precision_advice(runtime, cpu_features.bf16_flags()):
+            for line in precision.cnn_precision_advice(runtime, cpu_features.bf16_flags()):
                 logging.warning("%s", line)
         self.agent = spec.build(config, self.info, runtime, seed)
         self.checkpointer = checkpoints.Checkpointer(run_dir, self.agent.learner.checkpoint_items(),

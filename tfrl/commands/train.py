@@ -33,7 +33,8 @@ import sys
 
 from absl import flags
 
-from tfrl import agents, cli, config as config_lib, envs, launch, presets, runtime as runtime_lib, shutdown
+from tfrl import agents, cli, config as config_lib, envs, launch, presets, shutdown
+from tfrl.commands import runtime_flags
 from tfrl.errors import UsageError
 
 flags.DEFINE_string("agent", None, f"Agent to train: {', '.join(agents.AGENT_NAMES)}.")
@@ -67,7 +68,7 @@ flags.DEFINE_integer("keep_checkpoints", 3, "Newest checkpoints kept in <run_dir
                      "(e.g. to evaluate each afterwards: benchmarks/checkpoint_curve.py).")
 flags.DEFINE_string("config_dir", None, "A directory of your own preset JSON files, searched before the built-in "
                     "presets (a file named like a built-in one replaces it).")
-runtime_lib.define_flags()
+runtime_flags.define_flags()
 
 FLAGS = flags.FLAGS
 
@@ -91,7 +92,7 @@ def request_from_flags() -> launch.TrainRequest:
         config_dir=pathlib.Path(FLAGS.config_dir) if FLAGS.config_dir else None,
         run_dir=pathlib.Path(FLAGS.run_dir) if FLAGS.run_dir else None, new_run=FLAGS.new_run,
         init_from=pathlib.Path(FLAGS.init_from) if FLAGS.init_from else None,
-        resume=FLAGS.resume, runtime=runtime_lib.options_from_flags(),
+        resume=FLAGS.resume, runtime=runtime_flags.options_from_flags(),
         vector_mode=FLAGS.vector_mode, keep_checkpoints=FLAGS.keep_checkpoints,
         export_base_path=export_base_path, export=FLAGS.export_base_path != "", model_name=FLAGS.model_name)
 
@@ -183,7 +184,7 @@ def report(result: launch.RunResult, prepared: launch.Prepared, stop: shutdown.S
 
 def help_text() -> str:
     return cli.flags_help(__doc__, [("Launcher flags", sys.modules[__name__]),
-                                    ("Hardware flags (tfrl.runtime)", runtime_lib)])
+                                    ("Hardware flags (tfrl.runtime)", runtime_flags)])
 
 
 def run():

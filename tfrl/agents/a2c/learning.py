@@ -12,10 +12,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import networks, normalization, runtime as runtime_lib
+from tfrl import networks, normalization, precision, runtime as runtime_lib
 from tfrl.agents import train_step
 from tfrl.agents.a2c.config import A2CConfig
-from tfrl.agents.actor_critic import learning as ac_learning
+from tfrl.agents.actor_critic import learning as ac_learning, policy as ac_policy
 from tfrl.agents.actor_critic.networks import make_head, make_network
 from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.agents.core import LearnerUpdate
@@ -66,7 +66,7 @@ class A2CLearner:
         self.check_runtime(config, runtime)
         with self._placement.scope():
             self.network = make_network(config, env, self.head)
-            self.optimizer = runtime_lib.built_optimizer(_make_optimizer(config), self.network.trainable_variables,
+            self.optimizer = precision.built_optimizer(_make_optimizer(config), self.network.trainable_variables,
                                                          runtime.options.mixed_precision)
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
         self.obs_normalizer = normalization.make(config, env.obs_shape)  # the agent updates it while collecting
@@ -87,7 +87,7 @@ class A2CLearner:
         train_step.Placement(runtime).check_batch_split("num_envs * rollout_length", config.rollout_size)
 
     def checkpoint_items(self) -> dict:
-        return {"network": self.network, "optimizer": self.optimizer, "updates": self.updates,
+        return {ac_policy.NETWORK_KEY: self.network, "optimizer": self.optimizer, "updates": self.updates,
                 **normalization.checkpoint_items(self.obs_normalizer.layer)}
 
     def update(self, rollout: Rollout) -> LearnerUpdate:

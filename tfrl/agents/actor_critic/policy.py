@@ -11,6 +11,8 @@ from tfrl.agents.actor_critic.networks import GaussianHead, make_head, make_netw
 from tfrl.envs import EnvInfo
 from tfrl.export import ServingPolicy
 
+NETWORK_KEY = "network"  # the network's key in the A2C and PPO learners' checkpoint_items() and the serving policy's
+
 
 def greedy_outputs(network, head=None):
     """observation [B, *obs_shape] -> the mode of the policy (the greedy action the actor evaluates) and V(s):
@@ -36,7 +38,7 @@ def serving_policy(config: ActorCriticConfig, env: EnvInfo, network=None, obs_no
     """The greedy policy of `network` (behind `obs_normalization` when config.normalize_observations), or of fresh
     ones to restore from a training checkpoint.
 
-    "network" and tfrl.normalization.CHECKPOINT_KEY are their keys in the A2C and PPO learners' checkpoint_items().
+    NETWORK_KEY and tfrl.normalization.CHECKPOINT_KEY are their keys in the A2C and PPO learners' checkpoint_items().
     """
     head = make_head(env)
     if network is None:
@@ -45,4 +47,4 @@ def serving_policy(config: ActorCriticConfig, env: EnvInfo, network=None, obs_no
         obs_normalization = normalization.make_layer(config, env.obs_shape)
     outputs = normalization.in_front(obs_normalization, greedy_outputs(network, head))
     return ServingPolicy(model=network, outputs=outputs, observation_normalization=obs_normalization,
-                         checkpoint_items={"network": network, **normalization.checkpoint_items(obs_normalization)})
+                         checkpoint_items={NETWORK_KEY: network, **normalization.checkpoint_items(obs_normalization)})

@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import networks, numerics, runtime as runtime_lib
+from tfrl import networks, numerics, precision, runtime as runtime_lib
 from tfrl.agents import train_step
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.core import LearnerUpdate
@@ -92,7 +92,7 @@ class DQNLearner:
             self.target.set_weights(self.online.get_weights())
             optimizer = keras.optimizers.Adam(_learning_rate(config), epsilon=config.adam_epsilon,
                                               global_clipnorm=config.max_grad_norm or None)
-            self.optimizer = runtime_lib.built_optimizer(optimizer, self.online.trainable_variables,
+            self.optimizer = precision.built_optimizer(optimizer, self.online.trainable_variables,
                                                          runtime.options.mixed_precision)
             # The run's total so far (the checkpoint key stays "gradient_steps").
             self.gradient_steps_done = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
@@ -123,7 +123,7 @@ class DQNLearner:
         self.target.set_weights(self.online.get_weights())
 
     def checkpoint_items(self) -> dict:
-        return {"online": self.online, "target": self.target, "optimizer": self.optimizer,
+        return {dqn_policy.ONLINE_KEY: self.online, "target": self.target, "optimizer": self.optimizer,
                 "gradient_steps": self.gradient_steps_done}
 
     def update(self, batch: ReplayBatch) -> LearnerUpdate:

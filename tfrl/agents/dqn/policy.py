@@ -10,6 +10,8 @@ from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
 from tfrl.export import ServingPolicy
 
+ONLINE_KEY = "online"  # the online Q-network's key in DQNLearner.checkpoint_items() and in the serving policy's
+
 
 def make_q_network(config: DQNConfig, env: EnvInfo, name: str = "q_network"):
     """The Q-network of `config` for `env`'s observations and actions: what the learner trains, twice (online and
@@ -30,10 +32,8 @@ def greedy_outputs(q_network):
 
 
 def serving_policy(config: DQNConfig, env: EnvInfo, q_network=None) -> ServingPolicy:
-    """The greedy policy of `q_network`, or of a fresh online network to restore from a training checkpoint.
-
-    "online" is the key of the online network in DQNLearner.checkpoint_items().
-    """
+    """The greedy policy of `q_network`, or of a fresh online network to restore from a training checkpoint
+    (under ONLINE_KEY)."""
     if q_network is None:
         q_network = make_q_network(config, env)
-    return ServingPolicy(model=q_network, outputs=greedy_outputs(q_network), checkpoint_items={"online": q_network})
+    return ServingPolicy(model=q_network, outputs=greedy_outputs(q_network), checkpoint_items={ONLINE_KEY: q_network})

@@ -26,9 +26,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import networks, normalization, numerics, runtime as runtime_lib, schedules
+from tfrl import networks, normalization, numerics, precision, runtime as runtime_lib, schedules
 from tfrl.agents import train_step
-from tfrl.agents.actor_critic import learning as ac_learning
+from tfrl.agents.actor_critic import learning as ac_learning, policy as ac_policy
 from tfrl.agents.actor_critic.networks import make_head, make_network
 from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.agents.core import LearnerUpdate
@@ -98,7 +98,7 @@ class PPOLearner:
         self.check_runtime(config, runtime)
         with self._placement.scope():
             self.network = make_network(config, env, self.head)
-            self.optimizer = runtime_lib.built_optimizer(_make_optimizer(config), self.network.trainable_variables,
+            self.optimizer = precision.built_optimizer(_make_optimizer(config), self.network.trainable_variables,
                                                          runtime.options.mixed_precision)
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
             # A variable rather than an argument of the per-replica function, which shards its arguments.
@@ -122,7 +122,7 @@ class PPOLearner:
         train_step.Placement(runtime).check_batch_split("batch_size", config.batch_size)
 
     def checkpoint_items(self) -> dict:
-        return {"network": self.network, "optimizer": self.optimizer, "updates": self.updates,
+        return {ac_policy.NETWORK_KEY: self.network, "optimizer": self.optimizer, "updates": self.updates,
                 **normalization.checkpoint_items(self.obs_normalizer.layer)}
 
     def update(self, rollout: Rollout) -> LearnerUpdate:

@@ -22,7 +22,8 @@ from tfrl.agents.core import rng_state, set_rng_state
 from tfrl.agents.off_policy.training import ReplayTraining, check_first_batch
 from tfrl.agents.sac import policy as sac_policy
 from tfrl.agents.sac.config import SACConfig
-from tfrl.agents.sac.learning import LOG_STD_MAX, LOG_STD_MIN, SACBatch, SACLearner
+from tfrl.agents.sac.learning import SACBatch, SACLearner
+from tfrl.agents.sac.policy import LOG_STD_MAX, LOG_STD_MIN
 from tfrl.envs import EnvInfo, VectorStepper
 from tfrl.replay import UniformReplay
 

@@ -29,13 +29,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import networks, normalization, numerics, runtime as runtime_lib
+from tfrl import networks, normalization, numerics, precision, runtime as runtime_lib
 from tfrl.agents import train_step
 from tfrl.agents.core import LearnerUpdate
 from tfrl.agents.sac.config import SACConfig
+from tfrl.agents.sac.policy import ACTOR_KEY, LOG_STD_MAX, LOG_STD_MIN
 from tfrl.envs import EnvInfo
 
-LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # SB3's bounds on the actor's log std
 METRICS = ("critic_loss", "actor_loss", "temperature", "temperature_loss", "entropy", "q_mean")
 
 
@@ -115,7 +115,7 @@ class SACLearner:
         self.critic_variables = [v for critic in self.critics for v in critic.trainable_variables]
         clip = config.max_grad_norm or None
         self.actor_optimizer, self.critic_optimizer, self.temperature_optimizer = (
-            runtime_lib.built_optimizer(keras.optimizers.Adam(config.learning_rate, global_clipnorm=clip),
+            precision.built_optimizer(keras.optimizers.Adam(config.learning_rate, global_clipnorm=clip),
                                         variables, precision)
             for variables in (self.actor.trainable_variables, self.critic_variables, [self.log_alpha]))
         self.gradient_steps_done = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
@@ -131,7 +131,7 @@ class SACLearner:
             target.set_weights(critic.get_weights())
 
     def checkpoint_items(self) -> dict:
-        return {"actor": self.actor, "q1": self.critics[0], "q2": self.critics[1], "q1_target": self.targets[0],
+        return {ACTOR_KEY: self.actor, "q1": self.critics[0], "q2": self.critics[1], "q1_target": self.targets[0],
                 "q2_target": self.targets[1], "log_alpha": self.log_alpha, "actor_optimizer": self.actor_optimizer,
                 "critic_optimizer": self.critic_optimizer, "temperature_optimizer": self.temperature_optimizer,
                 "gradient_steps": self.gradient_steps_done, **normalization.checkpoint_items(self.obs_normalizer.layer)}

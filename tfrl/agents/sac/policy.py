@@ -8,9 +8,11 @@ import tensorflow as tf
 
 from tfrl import networks, normalization
 from tfrl.agents.sac.config import SACConfig
-from tfrl.agents.sac.learning import LOG_STD_MAX, LOG_STD_MIN
 from tfrl.envs import EnvInfo
 from tfrl.export import ServingPolicy
+
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # SB3's bounds on the actor's log std
+ACTOR_KEY = "actor"  # the actor's key in SACLearner.checkpoint_items() and in the serving policy's
 
 
 def to_env_action(squashed, low, high):
@@ -33,7 +35,7 @@ def greedy_outputs(actor, env: EnvInfo):
 
 def serving_policy(config: SACConfig, env: EnvInfo, actor=None, obs_normalization=None) -> ServingPolicy:
     """The greedy policy of `actor` (behind `obs_normalization` when config.normalize_observations), or of fresh
-    ones to restore from a training checkpoint ("actor" and tfrl.normalization.CHECKPOINT_KEY are their keys in
+    ones to restore from a training checkpoint (ACTOR_KEY and tfrl.normalization.CHECKPOINT_KEY are their keys in
     SACLearner.checkpoint_items())."""
     if actor is None:
         actor = networks.squashed_gaussian_actor(env.obs_shape, env.action_size, config.hidden_sizes)
@@ -41,4 +43,4 @@ def serving_policy(config: SACConfig, env: EnvInfo, actor=None, obs_normalizatio
         obs_normalization = normalization.make_layer(config, env.obs_shape)
     outputs = normalization.in_front(obs_normalization, greedy_outputs(actor, env))
     return ServingPolicy(model=actor, outputs=outputs, observation_normalization=obs_normalization,
-                         checkpoint_items={"actor": actor, **normalization.checkpoint_items(obs_normalization)})
+                         checkpoint_items={ACTOR_KEY: actor, **normalization.checkpoint_items(obs_normalization)})
