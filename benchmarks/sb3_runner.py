@@ -80,12 +80,12 @@ def a2c_kwargs(hp: dict) -> dict:
     return dict(
         learning_rate=learning_rate, n_steps=hp["rollout_length"], gamma=hp["gamma"], gae_lambda=hp["gae_lambda"],
         ent_coef=hp["entropy_coef"], vf_coef=hp["value_coef"], max_grad_norm=hp["max_grad_norm"] or float("inf"),
-        normalize_advantage=hp["normalize_advantage"], use_rms_prop=True, rms_prop_eps=hp["rmsprop_eps"],
+        normalize_advantage=hp["normalize_advantage"], use_rms_prop=True, rms_prop_eps=hp["rmsprop_epsilon"],
         policy_kwargs=dict(
             net_arch=dict(pi=list(hp["hidden_sizes"]), vf=list(hp["hidden_sizes"])), activation_fn=activation,
             # Given explicitly, because SB3 otherwise fixes alpha at 0.99 whatever rmsprop_decay says.
             optimizer_class=torch.optim.RMSprop,
-            optimizer_kwargs=dict(alpha=hp["rmsprop_decay"], eps=hp["rmsprop_eps"], weight_decay=0)),
+            optimizer_kwargs=dict(alpha=hp["rmsprop_decay"], eps=hp["rmsprop_epsilon"], weight_decay=0)),
     )
 
 
@@ -110,7 +110,7 @@ def ppo_kwargs(hp: dict) -> dict:
         vf_coef=hp["value_coef"], max_grad_norm=hp["max_grad_norm"] or float("inf"),  # tfrl's 0 = no clip
         normalize_advantage=hp["normalize_advantage"],
         policy_kwargs=dict(net_arch=dict(pi=list(hp["hidden_sizes"]), vf=list(hp["hidden_sizes"])),
-                           activation_fn=activation, optimizer_kwargs=dict(eps=hp["adam_eps"])),
+                           activation_fn=activation, optimizer_kwargs=dict(eps=hp["adam_epsilon"])),
     )
 
 

@@ -320,7 +320,7 @@ def test_sb3_zoo_preset_is_the_zoo_settings():
     config = config_lib.apply_overrides(A2CConfig(), preset.hparams, preset.name)
     assert (config.num_envs, config.rollout_length, config.gamma, config.total_env_steps) == (8, 5, 0.995, 200_000)
     assert (config.learning_rate, config.lr_schedule, config.entropy_coef) == (8.3e-4, "linear", 1e-5)
-    assert (config.optimizer, config.rmsprop_decay, config.rmsprop_eps) == ("rmsprop", 0.99, 1e-5)
+    assert (config.optimizer, config.rmsprop_decay, config.rmsprop_epsilon) == ("rmsprop", 0.99, 1e-5)
     assert (config.gae_lambda, config.value_coef, config.max_grad_norm) == (1.0, 0.5, 0.5)
     assert (config.hidden_sizes, config.activation, config.shared_torso) == ((64, 64), "tanh", False)
     assert config.normalize_advantage is False

@@ -313,3 +313,11 @@ def test_parse_cli_overrides_errors(items, message):
 def test_the_new_settings_refuse_bad_values_in_one_line(agent, key, value, message):
     with pytest.raises(ConfigError, match=message):
         config_lib.apply_overrides(agents.get(agent).config_cls(), {key: value}, "--hp")
+
+
+def test_old_optimizer_epsilon_names_are_read_with_their_new_names():
+    # adam_eps (PPO) and rmsprop_eps (A2C) became adam_epsilon and rmsprop_epsilon, DQN's name.
+    ppo = config_lib.apply_overrides(agents.get("ppo").config_cls(), {"adam_eps": 2e-5}, "old preset")
+    a2c = config_lib.apply_overrides(agents.get("a2c").config_cls(), {"rmsprop_eps": 3e-5, "n_steps": 7}, "old preset")
+    assert (ppo.adam_epsilon, a2c.rmsprop_epsilon, a2c.rollout_length) == (2e-5, 3e-5, 7)
+    assert {"adam_epsilon", "rmsprop_epsilon"} <= agents.hparam_names()

@@ -543,3 +543,18 @@ def test_the_layer_init_and_adam_epsilon_reach_the_learner(runtime):
     for got, want in zip(torch_like.target.get_weights(), torch_like.online.get_weights()):
         np.testing.assert_array_equal(got, want)  # the target starts as a copy, whatever the init
     assert float(torch_like.optimizer.epsilon) == 1e-8 and float(keras_default.optimizer.epsilon) == 1e-7
+
+
+def test_one_schedule_type_by_hand():
+    from tfrl.schedules import Schedule
+
+    # start + min(position / length, 1) * (end - start): 1.0 -> 0.1 over 100 positions.
+    decay = Schedule(1.0, 0.1, 100)
+    assert [decay.at(p) for p in (0, 50, 100, 1000)] == pytest.approx([1.0, 0.55, 0.1, 0.1])
+    assert Schedule(3.0).at(10**9) == 3.0 and Schedule(1.0, 0.5, 0).at(0) == 0.5
+    assert Schedule.named("linear", 8e-4, 1000).at(250) == pytest.approx(6e-4)
+    assert Schedule.named("constant", 8e-4, 1000).at(250) == 8e-4
+    # In the graph: the same line over an optimizer's iterations (Keras' PolynomialDecay of power 1).
+    keras_schedule = Schedule(1.0, 0.1, 100).keras_schedule()
+    assert float(keras_schedule(50)) == pytest.approx(0.55) and float(keras_schedule(200)) == pytest.approx(0.1)
+    assert Schedule(0.5, 0.5, 100).keras_schedule() == 0.5

@@ -10,6 +10,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import site
 import subprocess
 import sys
@@ -25,9 +26,14 @@ XLA_NOISE = ("service.cc", "dump_mlir_util", "device_compiler", "XLA service", "
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> pathlib.Path:
-    out = tmp_path_factory.mktemp("wheel")
+    """The wheel, built from a copy of the package's sources (setuptools builds in the source tree, and would leave
+    build/ behind in the checkout, whose stale files a later build would package)."""
+    source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO_ROOT / name, source / name)
+    shutil.copytree(REPO_ROOT / "tfrl", source / "tfrl", ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
-                    str(REPO_ROOT)], check=True, capture_output=True, timeout=300)
+                    str(source)], check=True, capture_output=True, timeout=300)
     (wheel_file,) = out.glob("tfrl-*.whl")
     return wheel_file
 

@@ -270,7 +270,7 @@ def test_lunarlander_preset_is_the_zoo_settings():
     assert (config.num_envs, config.rollout_length, config.batch_size, config.n_epochs) == (16, 1024, 64, 4)
     assert (config.gamma, config.gae_lambda, config.entropy_coef, config.total_env_steps) == (0.999, 0.98, 0.01,
                                                                                                1_000_000)
-    assert (config.learning_rate, config.clip_range, config.adam_eps, config.max_grad_norm) == (3e-4, 0.2, 1e-5, 0.5)
+    assert (config.learning_rate, config.clip_range, config.adam_epsilon, config.max_grad_norm) == (3e-4, 0.2, 1e-5, 0.5)
 
 
 # --- the loop --------------------------------------------------------------------------------------

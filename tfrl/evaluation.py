@@ -17,12 +17,13 @@ PERIODIC_SEED_OFFSET = 10_000
 FINAL_SEED_OFFSET = 20_000
 
 
-def evaluate(policy: Policy, env_id: str, num_episodes: int, seed: int, num_envs: int = 8) -> np.ndarray:
-    """Returns of `num_episodes` episodes of `policy`, run on up to `num_envs` envs in parallel."""
-    return evaluate_episodes(policy, env_id, num_episodes, seed, num_envs)[0]
+def evaluate(policy: Policy, env: envs.EnvSpec | str, num_episodes: int, seed: int, num_envs: int = 8) -> np.ndarray:
+    """Returns of `num_episodes` episodes of `policy` on `env` (an EnvSpec, or an id), run on up to `num_envs` envs
+    in parallel."""
+    return evaluate_episodes(policy, env, num_episodes, seed, num_envs)[0]
 
 
-def evaluate_episodes(policy: Policy, env_id: str, num_episodes: int, seed: int,
+def evaluate_episodes(policy: Policy, env: envs.EnvSpec | str, num_episodes: int, seed: int,
                       num_envs: int = 8) -> tuple[np.ndarray, np.ndarray]:
     """(returns, lengths) of `num_episodes` episodes of `policy`, run on up to `num_envs` envs in parallel.
 
@@ -33,14 +34,14 @@ def evaluate_episodes(policy: Policy, env_id: str, num_episodes: int, seed: int,
     num_envs = max(1, min(num_envs, num_episodes))
     quota = np.full(num_envs, num_episodes // num_envs)
     quota[: num_episodes % num_envs] += 1
-    env = envs.make_vector_env(env_id, num_envs, seed=seed)
+    vector_env = envs.make_vector_env(env, num_envs, seed=seed)
     try:
-        obs = env.first_obs
+        obs = vector_env.first_obs
         returns: list[float] = []
         lengths: list[int] = []
         done_counts = np.zeros(num_envs, dtype=np.int64)
         while (done_counts < quota).any():
-            obs, _, terminated, truncated, infos = env.step(policy(np.asarray(obs, dtype=env.obs_dtype)))
+            obs, _, terminated, truncated, infos = vector_env.step(policy(np.asarray(obs, dtype=vector_env.obs_dtype)))
             done = terminated | truncated
             if done.any():
                 episode = infos["final_info"]["episode"]
@@ -51,10 +52,11 @@ def evaluate_episodes(policy: Policy, env_id: str, num_episodes: int, seed: int,
                     done_counts[i] += 1
         return np.asarray(returns), np.asarray(lengths)
     finally:
-        env.close()
+        vector_env.close()
 
 
-def render_episode(policy: Policy, env_id: str, seed: int, stats: dict | None = None) -> Iterator[np.ndarray]:
+def render_episode(policy: Policy, env: envs.EnvSpec | str, seed: int,
+                   stats: dict | None = None) -> Iterator[np.ndarray]:
     """Yields the RGB frames [H, W, 3] uint8 of one greedy episode on an env reset with `seed`.
 
     That is the first episode of sub-env 0 in `evaluate_episodes(..., seed)` for a
@@ -67,7 +69,7 @@ def render_episode(policy: Policy, env_id: str, seed: int, stats: dict | None = 
     # on a headless machine, prints "XDG_RUNTIME_DIR is invalid or not set". A value set by the user wins.
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    env = envs.as_spec(env_id).make(render_mode="rgb_array")
+    env = envs.as_spec(env).make(render_mode="rgb_array")
     try:
         if stats is not None:
             stats["fps"] = int(env.metadata.get("render_fps") or 30)

@@ -25,7 +25,7 @@ def rollout_rows(obs_shape: Sequence[int], head, with_log_probs: bool,
 
 def learning_rate_at(env_step: int, config: ActorCriticConfig) -> float:
     """Step size for the update whose rollout starts at `env_step` (config.lr_schedule)."""
-    return schedules.scheduled(config.learning_rate, config.lr_schedule, env_step, config.total_env_steps)
+    return schedules.Schedule.named(config.lr_schedule, config.learning_rate, config.total_env_steps).at(env_step)
 
 
 def normalized(advantages):

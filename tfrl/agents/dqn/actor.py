@@ -5,16 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from tfrl.agents.dqn.config import DQNConfig
+from tfrl.schedules import Schedule
 
 
 def linear_epsilon(env_step: int, config: DQNConfig) -> float:
     """Epsilon falls linearly from epsilon_start to epsilon_end over the first
     epsilon_decay_fraction * total_env_steps env steps, then stays at epsilon_end."""
-    decay_steps = config.epsilon_decay_fraction * config.total_env_steps
-    if decay_steps <= 0:
-        return config.epsilon_end
-    progress = min(env_step / decay_steps, 1.0)
-    return config.epsilon_start + progress * (config.epsilon_end - config.epsilon_start)
+    decay = Schedule(config.epsilon_start, config.epsilon_end, config.epsilon_decay_fraction * config.total_env_steps)
+    return decay.at(env_step)
 
 
 class EpsilonGreedyActor:

@@ -29,12 +29,12 @@ from tfrl.envs import EnvInfo, VectorStepper
 from tfrl.frame_replay import FrameStackReplay
 from tfrl.prioritized_replay import PrioritizedReplay
 from tfrl.replay import NStepBuilder, UniformReplay
+from tfrl.schedules import Schedule
 
 
 def importance_sampling_beta(env_step: int, config: DQNConfig) -> float:
     """beta of prioritized replay's weights: importance_sampling_start at env step 0, 1 at total_env_steps."""
-    progress = min(env_step / config.total_env_steps, 1.0)
-    return config.importance_sampling_start + progress * (1.0 - config.importance_sampling_start)
+    return Schedule(config.importance_sampling_start, 1.0, config.total_env_steps).at(env_step)
 
 
 def _make_replay(config: DQNConfig, env: EnvInfo, seed: int):

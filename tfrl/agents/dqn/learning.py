@@ -24,6 +24,7 @@ from tfrl.agents.core import LearnerUpdate
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
 from tfrl.errors import UsageError
+from tfrl.schedules import Schedule
 
 HUBER_DELTA = 1.0  # as in Mnih et al. 2015 ("error clipping") and SB3's smooth_l1_loss
 
@@ -62,12 +63,10 @@ class ReplayBatch(NamedTuple):
 
 
 def _learning_rate(config: DQNConfig):
-    if config.final_learning_rate_fraction == 1.0:
-        return config.learning_rate
-    # Indexed by the optimizer's own step counter: no Python per step, no retracing.
-    return keras.optimizers.schedules.PolynomialDecay(
-        config.learning_rate, decay_steps=max(1, config.total_gradient_steps),
-        end_learning_rate=config.learning_rate * config.final_learning_rate_fraction)
+    """learning_rate, falling linearly to final_learning_rate_fraction of it over the run's gradient steps: indexed
+    by the optimizer's own step counter, so no Python runs per step and nothing retraces."""
+    return Schedule(config.learning_rate, config.learning_rate * config.final_learning_rate_fraction,
+                    config.total_gradient_steps).keras_schedule()
 
 
 class DQNLearner:

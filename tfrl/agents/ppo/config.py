@@ -18,6 +18,8 @@ class PPOConfig(ActorCriticConfig):
     The shared fields are ActorCriticConfig's.
     """
 
+    RENAMED = {**ActorCriticConfig.RENAMED, "adam_eps": "adam_epsilon"}
+
     total_env_steps: int = 1_000_000
     checkpoint_interval: int = 50_000
     rollout_length: int = 256
@@ -33,8 +35,9 @@ class PPOConfig(ActorCriticConfig):
     """epsilon of the clipped ratio: the objective ignores pi/pi_old beyond [1 - epsilon, 1 + epsilon]."""
     clip_range_schedule: str = "constant"
     """constant, or linear: clip_range falls linearly to 0 over total_env_steps (SB3 zoo's "lin_<value>")."""
-    adam_eps: float = 1e-5
-    """Adam epsilon (SB3's PPO uses 1e-5; Keras' default is 1e-7)."""
+    adam_epsilon: float = 1e-5
+    """Adam's epsilon, added to sqrt(v) (SB3's PPO uses 1e-5, added to the bias-corrected sqrt(v); Keras' default
+    is 1e-7)."""
 
     def __post_init__(self):
         super().__post_init__()
@@ -45,7 +48,7 @@ class PPOConfig(ActorCriticConfig):
                 f"{self.batch_size}, so that every transition is in one minibatch per epoch")
         require(self.batch_size > 1 or not self.normalize_advantage,
                 "batch_size must be > 1 with normalize_advantage: one row always standardizes to 0")
-        require(self.adam_eps > 0, f"adam_eps must be > 0, got {self.adam_eps}")
+        require(self.adam_epsilon > 0, f"adam_epsilon must be > 0, got {self.adam_epsilon}")
         require(self.clip_range > 0, f"clip_range must be > 0, got {self.clip_range}")
         require(self.clip_range_schedule in SCHEDULES,
                 f"clip_range_schedule must be one of {', '.join(SCHEDULES)}, got {self.clip_range_schedule!r}")

@@ -75,7 +75,7 @@ def minibatch_indices(seed: int, update: int, n_epochs: int, rows: int, batch_si
 def _make_optimizer(config: PPOConfig) -> keras.optimizers.Optimizer:
     # Keras adds epsilon to the uncorrected sqrt(v) (its bias correction is folded into the step size), PyTorch
     # to the corrected one: the same eps weighs more in Keras' first steps, until the correction fades.
-    return keras.optimizers.Adam(config.learning_rate, epsilon=config.adam_eps,
+    return keras.optimizers.Adam(config.learning_rate, epsilon=config.adam_epsilon,
                                  global_clipnorm=config.max_grad_norm or None)
 
 
@@ -133,8 +133,8 @@ class PPOLearner:
         """
         config = self.config
         learning_rate = ac_learning.learning_rate_at(rollout.start_env_step, config)
-        clip_range = schedules.scheduled(config.clip_range, config.clip_range_schedule, rollout.start_env_step,
-                                         config.total_env_steps)
+        clip_range = schedules.Schedule.named(config.clip_range_schedule, config.clip_range,
+                                              config.total_env_steps).at(rollout.start_env_step)
         rows = len(rollout.obs)
         if rows % config.batch_size:
             raise ValueError(f"a rollout of {rows} rows does not split into minibatches of {config.batch_size}")
