@@ -28,12 +28,12 @@ from typing import Any, Mapping
 
 from absl import logging
 
-from tfrl import checkpoints, distribute, evaluation, runs, serving
+from tfrl import checkpoints, distribute, evaluation, run_files, serving
 from tfrl.export import ServingPolicy
 from tfrl.metrics import MetricsLogger
 from tfrl.runtime import Runtime
 
-BEST_POLICY_DIR = runs.BEST_POLICY_DIR  # inside the run dir
+BEST_POLICY_DIR = run_files.BEST_POLICY_DIR  # inside the run dir
 
 
 def check_runtime(keep_best_policy: bool, runtime: Runtime) -> None:

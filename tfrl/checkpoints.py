@@ -60,11 +60,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from tfrl import crash_test_hooks, numerics
+from tfrl import crash_test_hooks, numerics, run_files
 from tfrl.errors import RunError, UsageError
 
 KEEP_CHECKPOINTS = 3  # newest checkpoints kept; older ones are deleted after each save
-CHECKPOINT_DIR = "checkpoints"  # inside the run dir
+CHECKPOINT_DIR = run_files.CHECKPOINT_DIR  # inside the run dir
 _PREFIX = "ckpt"
 _FORMAT_VERSION = 2  # 2: JSON written last, with checksums; 1 (still read): JSON first, no checksums
 _NUMBER = re.compile(rf"{_PREFIX}-(\d+)(?:\.|_temp$)")

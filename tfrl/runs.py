@@ -28,6 +28,7 @@ import tfrl
 from tfrl import agents, config as config_lib, envs, strict_json
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
+from tfrl.run_files import BEST_POLICY_DIR, CHECKPOINT_DIR, CONFIG_FILE, LOCK_FILE, RESULT_FILE  # noqa: F401
 from tfrl.runtime import RuntimeOptions, option_types
 
 # TensorFlow loads at the first policy load or export: a launcher checks a run's config.json without it.
@@ -35,12 +36,6 @@ best_policy = LazyModule("tfrl.best_policy")
 checkpoints = LazyModule("tfrl.checkpoints")
 export = LazyModule("tfrl.export")
 tf = LazyModule("tensorflow")
-
-CONFIG_FILE = "config.json"
-RESULT_FILE = "result.json"
-CHECKPOINT_DIR = "checkpoints"  # tfrl.checkpoints', named here too
-BEST_POLICY_DIR = "best_policy"  # tfrl.best_policy's, named here so that choosing a policy needs no TensorFlow
-LOCK_FILE = ".lock"  # held (flock) by the one process training into the run dir; the OS drops it when that process dies
 
 
 @dataclasses.dataclass(frozen=True)
