@@ -21,10 +21,11 @@ import numpy as np
 from absl import logging
 from gymnasium.vector import AutoresetMode
 
-from tfrl import atari_preprocessing, envpool_vector, image_envs
+from tfrl import atari_preprocessing, envpool_vector, example_envs, image_envs
 from tfrl.errors import RunError, UsageError
 
 image_envs.register()
+example_envs.register()
 
 
 class EnvIdError(UsageError):
