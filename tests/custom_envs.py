@@ -48,7 +48,7 @@ gym.register(id="Corridor-v0", entry_point=Corridor)
 
 
 class DictCorridor(Corridor):
-    """The corridor with a Dict observation, which tfrl refuses (it names FlattenObservation)."""
+    """The corridor with a Dict observation."""
 
     def __init__(self):
         super().__init__()
@@ -58,7 +58,20 @@ class DictCorridor(Corridor):
         return {"position": super()._obs()}
 
 
+class TextDictCorridor(Corridor):
+    """The corridor with a Dict observation holding a Text entry, which tfrl refuses (naming the entry)."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_space = gym.spaces.Dict({"position": self.observation_space,
+                                                  "name": gym.spaces.Text(8)})
+
+    def _obs(self):
+        return {"position": super()._obs(), "name": "corridor"}
+
+
 gym.register(id="DictCorridor-v0", entry_point=DictCorridor)
+gym.register(id="TextDictCorridor-v0", entry_point=TextDictCorridor)
 
 
 class UnboundedCorridor(Corridor):

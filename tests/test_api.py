@@ -98,6 +98,6 @@ def test_bad_input_raises_a_usage_error_and_writes_nothing(tmp_path):
         tfrl.train("dqn", "CartPole-v1", hp={"lerning_rate": 1e-3}, run_dir=tmp_path / "b")
     with pytest.raises(UsageError, match="returned int, not a gymnasium.Env"):
         tfrl.train("dqn", lambda: 3, run_dir=tmp_path / "c")
-    with pytest.raises(UsageError, match="FlattenObservation"):
-        tfrl.train("ppo", custom_envs.DictCorridor, run_dir=tmp_path / "d")
+    with pytest.raises(UsageError, match="entry 'name' has space Text"):
+        tfrl.train("ppo", custom_envs.TextDictCorridor, run_dir=tmp_path / "d")
     assert list(tmp_path.iterdir()) == []

@@ -134,7 +134,7 @@ def test_boolean_observations_become_uint8_images():
 def test_sac_and_normalization_refuse_images_with_one_line():
     from tfrl import agents
     info = envs.EnvInfo("tfrl/Catch-v0", (10, 5, 1), 3, obs_dtype="uint8")
-    with pytest.raises(UsageError, match=r"--agent=sac takes vector observations; tfrl/Catch-v0 has uint8 ones"):
+    with pytest.raises(UsageError, match=r"--agent=sac takes vector observations; tfrl/Catch-v0 has uint8 images"):
         agents.get("sac").check_env(info)
     ppo_config = agents.get("ppo").config_cls(normalize_observations=True)
     with pytest.raises(UsageError, match="normalize_observations: uint8 .* set normalize_observations=false"):

@@ -147,8 +147,8 @@ BAD_INPUTS = [
     ("id_the_module_lacks", ["--agent=dqn", "--env=custom_envs:Coridor-v0"],
      "unknown environment id 'custom_envs:Coridor-v0' (module custom_envs registers no such id); close matches: "
      "Corridor-v0"),
-    ("dict_observations", ["--agent=ppo", "--env=custom_envs:DictCorridor-v0"],
-     "wrap the env in gymnasium.wrappers.FlattenObservation"),
+    ("dict_observations_with_text", ["--agent=ppo", "--env=custom_envs:TextDictCorridor-v0"],
+     "entry 'name' has space Text"),
     ("continuous_actions_for_dqn", ["--agent=dqn", "--env=Pendulum-v1"],
      "--agent=dqn acts in discrete action spaces; Pendulum-v1 has Box actions: use --agent=a2c or --agent=ppo"),
     ("unbounded_box_actions", ["--agent=ppo", "--env=custom_envs:UnboundedCorridor-v0"],

@@ -24,6 +24,7 @@ from absl import logging as absl_logging
 from tfrl import envs, launch, quiet_logs, shutdown
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
+from tfrl.observations import Field, ObsSpec
 from tfrl.runtime import RuntimeOptions
 
 evaluation = LazyModule("tfrl.evaluation")
@@ -177,46 +178,75 @@ class Run:
 class Policy:
     """A greedy policy in NumPy: policy(obs) -> actions, for one observation or a batch.
 
-    outputs(obs) gives every output of the policy's serving signature ("action", and "q_values" for DQN or
-    "logits" and "value" for A2C and PPO), batched.
+    An observation is an array, or for Dict observations a dict {key: array} (or a batch of them: every array with
+    a leading batch dimension). outputs(obs) gives every output of the policy's serving signature ("action", and
+    "q_values" for DQN or "logits" and "value" for A2C and PPO), batched.
     """
 
-    def __init__(self, outputs: Callable[[np.ndarray], Mapping[str, Any]], obs_shape: Sequence[int],
-                 source: str, metadata: Mapping[str, Any] | None = None, keep_alive: Any = None,
-                 obs_dtype: str = "float32"):
+    def __init__(self, outputs: Callable[[Any], Mapping[str, Any]], observations: ObsSpec, source: str,
+                 metadata: Mapping[str, Any] | None = None, keep_alive: Any = None):
         self._outputs = outputs
-        self.obs_shape = tuple(obs_shape)
-        self.obs_dtype = np.dtype(obs_dtype)  # float32, or uint8 for images
+        self.observations = observations
         self.source = source
         self.metadata = metadata
         self._keep_alive = keep_alive  # a loaded SavedModel: its signature needs it alive
 
-    def outputs(self, obs: np.ndarray) -> dict[str, np.ndarray]:
-        batch = self._as_batch(obs)
+    @property
+    def obs_shape(self) -> tuple[int, ...]:
+        """One observation's shape (() for Dict observations: `observations` has each field's)."""
+        return self.observations.row_shape
+
+    @property
+    def obs_dtype(self) -> np.dtype:
+        """One observation's dtype: float32, uint8 for images (a structured dtype for Dict observations)."""
+        return self.observations.numpy_dtype
+
+    def outputs(self, obs) -> dict[str, np.ndarray]:
+        batch, _ = self._as_batch(obs)
         return {name: np.asarray(value) for name, value in self._outputs(batch).items()}
 
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        obs = self._as_array(obs)
-        actions = self.outputs(obs)["action"]
-        return actions[0] if obs.shape == self.obs_shape else actions
+    def __call__(self, obs) -> np.ndarray:
+        batch, single = self._as_batch(obs)
+        actions = np.asarray(self._outputs(batch)["action"])
+        return actions[0] if single else actions
 
-    def _as_array(self, obs) -> np.ndarray:
-        obs = np.asarray(obs)
-        if self.obs_dtype == np.uint8 and obs.dtype != np.uint8:  # a float image would be silently truncated
-            raise UsageError(f"{self.source} takes uint8 observations (images), got {obs.dtype}")
-        return obs.astype(self.obs_dtype, copy=False)
+    def _as_batch(self, obs) -> tuple[Any, bool]:
+        """(the observations as a batch the signature takes, whether one observation was given)."""
+        if not self.observations.structured:
+            array, single = self._field(self.observations.fields[0], obs, "observations")
+            return array, single
+        if not isinstance(obs, Mapping) and getattr(getattr(obs, "dtype", None), "names", None) is None:
+            raise UsageError(f"{self.source} takes a dict of {', '.join(self._keys())}, got {type(obs).__name__}")
+        given = set(obs.keys() if isinstance(obs, Mapping) else obs.dtype.names)
+        missing, extra = sorted(set(self._keys()) - given), sorted(given - set(self._keys()))
+        if missing or extra:
+            raise UsageError(f"{self.source} takes the fields {', '.join(self._keys())}; "
+                             + (f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(extra)}"))
+        arrays = {field.key: self._field(field, obs[field.key], f"field {field.key!r}")
+                  for field in self.observations.fields}
+        singles = {single for _, single in arrays.values()}
+        if len(singles) > 1 or len({len(array) for array, _ in arrays.values()}) > 1:
+            raise UsageError(f"{self.source}: the fields are not all one observation or all a batch of one size")
+        return {key: array for key, (array, _) in arrays.items()}, singles.pop()
 
-    def _as_batch(self, obs) -> np.ndarray:
-        obs = self._as_array(obs)
-        if obs.shape == self.obs_shape:
-            return obs[None]
-        if obs.shape[1:] != self.obs_shape:
-            raise UsageError(f"{self.source} takes observations of shape {self.obs_shape} (or a batch "
-                             f"[N, *{self.obs_shape}]), got {obs.shape}")
-        return obs
+    def _keys(self) -> list[str]:
+        return [field.key for field in self.observations.fields]
+
+    def _field(self, field: Field, value, what: str) -> tuple[np.ndarray, bool]:
+        array = np.asarray(value)
+        if field.dtype == "uint8" and array.dtype != np.uint8 and field.image:  # a float image would be truncated
+            raise UsageError(f"{self.source} takes uint8 {what} (images), got {array.dtype}")
+        array = array.astype(field.dtype, copy=False)
+        if array.shape == field.shape:
+            return array[None], True
+        if array.shape[1:] != field.shape:
+            raise UsageError(f"{self.source} takes {what} of shape {field.shape} (or a batch [N, *{field.shape}]), "
+                             f"got {array.shape}")
+        return array, False
 
     def __repr__(self) -> str:
-        return f"Policy({self.source}, obs_shape={self.obs_shape})"
+        shape = self.obs_shape if not self.observations.structured else {f.key: f.shape for f in self.observations.fields}
+        return f"Policy({self.source}, observations={shape})"
 
 
 def load_policy(path: str | os.PathLike, checkpoint: int | str | None = None, best: bool = False) -> Policy:
@@ -229,14 +259,14 @@ def load_policy(path: str | os.PathLike, checkpoint: int | str | None = None, be
     path = pathlib.Path(path)
     if (path / runs.CONFIG_FILE).is_file():
         loaded = runs.load_policy(path, checkpoint, best)
-        traced = serving.traced_outputs(loaded.policy, loaded.env.obs_shape)
+        traced = serving.traced_outputs(loaded.policy, loaded.env.observations)
         source = f"{path} ({'best policy' if loaded.best else f'checkpoint {loaded.checkpoint}'})"
-        return Policy(traced, loaded.env.obs_shape, source=source, obs_dtype=loaded.env.obs_dtype)
+        return Policy(traced, loaded.env.observations, source=source)
     if checkpoint is not None or best:
         raise UsageError(f"{path} is not a run directory: checkpoint and best apply to run directories only")
     versions = export.version_numbers(path)
     if not (path / "saved_model.pb").exists() and versions:
         path = path / str(versions[-1])
     served = serving.load(path)
-    return Policy(served.outputs, served.obs_shape, source=str(path), metadata=served.metadata,
-                  keep_alive=served.saved_model, obs_dtype=served.obs_dtype)
+    return Policy(served.outputs, served.observations, source=str(path), metadata=served.metadata,
+                  keep_alive=served.saved_model)

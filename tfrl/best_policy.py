@@ -89,7 +89,7 @@ def restore(run_dir: pathlib.Path, policy_items: Mapping[str, Any]) -> checkpoin
         load_arrays=False)
 
 
-def log_final_evaluation(run_dir: pathlib.Path, policy: ServingPolicy, obs_shape, env, episodes: int,
+def log_final_evaluation(run_dir: pathlib.Path, policy: ServingPolicy, observations, env, episodes: int,
                          seed: int, logger: MetricsLogger, env_step: int) -> dict | None:
     """Evaluates the run's best policy on the final evaluation's episodes and logs a "best_eval" record.
 
@@ -103,7 +103,7 @@ def log_final_evaluation(run_dir: pathlib.Path, policy: ServingPolicy, obs_shape
         return None
     if restored is None:
         return None
-    returns = evaluation.evaluate(serving.traced_policy(policy, obs_shape), env, episodes, seed=seed)
+    returns = evaluation.evaluate(serving.traced_policy(policy, observations), env, episodes, seed=seed)
     return logger.log("best_eval", env_step, {
         "return_mean": float(returns.mean()), "return_std": float(returns.std()), "episodes": len(returns),
         "best_env_step": restored.env_step, "best_eval_return_mean": restored.loop_state.get("eval_return_mean")})

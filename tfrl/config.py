@@ -131,6 +131,17 @@ def resolved_torso(torso: str, obs_shape: Sequence[int], obs_dtype: str) -> str:
     return torso
 
 
+def field_torsos(torso: str, spec) -> dict[str, str]:
+    """The torso reading each field a network reads (spec: a tfrl.observations.ObsSpec): for one array, `torso`
+    resolved for it; for Dict observations, `torso` resolved for each image field and an MLP's flatten for the
+    others. ConfigError as resolved_torso's."""
+    if not spec.structured:
+        field = spec.fields[0]
+        return {field.key: resolved_torso(torso, field.shape, field.dtype)}
+    return {field.key: resolved_torso(torso, field.shape, field.dtype) if field.image else "mlp"
+            for field in spec.inputs}
+
+
 def require(condition: bool, message: str) -> None:
     """Range check for a config's __post_init__; raised as ConfigError by apply_overrides."""
     if not condition:

@@ -211,7 +211,8 @@ def replica_mean(strategy: tf.distribute.Strategy, local_replicas: int, replica_
     """Runs replica_fn(*shards) on every replica, each on its shard of each batch tensor; returns the mean,
     over all replicas of all workers, of each tensor replica_fn returns (a nest of tensors)."""
     def on_replica(*worker_batch):
-        outputs = replica_fn(*(local_shard(tensor, local_replicas) for tensor in worker_batch))
+        outputs = replica_fn(*(tf.nest.map_structure(lambda tensor: local_shard(tensor, local_replicas), value)
+                               for value in worker_batch))  # a value may be a dict (Dict observations)
         # One batched all-reduce of the whole nest (TF packs the tensors), not one collective per tensor.
         return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN, outputs)
 

@@ -8,6 +8,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from tfrl import envs
+from tfrl.observations import observation_spec, to_batch, to_row
 
 Policy = Callable[[np.ndarray], np.ndarray]  # obs [N, *obs_shape] -> actions [N]
 
@@ -41,7 +42,7 @@ def evaluate_episodes(policy: Policy, env: envs.EnvSpec | str, num_episodes: int
         lengths: list[int] = []
         done_counts = np.zeros(num_envs, dtype=np.int64)
         while (done_counts < quota).any():
-            obs, _, terminated, truncated, infos = vector_env.step(policy(np.asarray(obs, dtype=vector_env.obs_dtype)))
+            obs, _, terminated, truncated, infos = vector_env.step(policy(to_batch(vector_env.obs_spec, obs)))
             done = terminated | truncated
             if done.any():
                 episode = infos["final_info"]["episode"]
@@ -74,10 +75,11 @@ def render_episode(policy: Policy, env: envs.EnvSpec | str, seed: int,
         if stats is not None:
             stats["fps"] = int(env.metadata.get("render_fps") or 30)
         obs, _ = env.reset(seed=seed)
+        spec = observation_spec(env.observation_space)
         yield env.render()
         episode_return, length, done = 0.0, 0, False
         while not done:
-            action = policy(np.asarray(obs, dtype=envs.observation_dtype(env.observation_space))[None])[0]
+            action = policy(to_row(spec, obs)[None])[0]
             obs, reward, terminated, truncated, _ = env.step(int(action) if np.ndim(action) == 0 else action)
             episode_return += float(reward)
             length += 1

@@ -11,9 +11,10 @@ ignores) and renamed into place, so a version directory is complete or absent. A
 hold a NaN or Inf is refused (UsageError) before anything is written.
 
 The signature `serving_default` takes one tensor "observation" [None, *obs_shape],
-float32 (uint8 for image observations, which the network scales itself), and
-returns the agent's outputs, e.g. {"action": int64 [B], "q_values": float32 [B, A]}
-for DQN. Exploration is never exported: an agent
+float32 (uint8 for image observations, which the network scales itself), or for
+Dict observations one tensor per field named by its key (input_signature), the
+action mask included; it returns the agent's outputs, e.g. {"action": int64 [B],
+"q_values": float32 [B, A]} for DQN (an action mask makes the action a legal one). Exploration is never exported: an agent
 exports its greedy policy. The SavedModel needs TensorFlow only, not tfrl.
 
 tfrl_metadata.json lives in the version's assets.extra/, where TF Serving keeps
@@ -39,6 +40,7 @@ import tensorflow as tf
 
 from tfrl import crash_test_hooks, numerics
 from tfrl.errors import RunError, UsageError
+from tfrl.observations import ObsSpec
 
 METADATA_FILE = "tfrl_metadata.json"
 METADATA_DIR = "assets.extra"  # inside the version directory
@@ -65,7 +67,7 @@ class ServingPolicy:
 
     @property
     def obs_dtype(self) -> tf.DType:
-        """What the observation input takes: the model's (float32, or uint8 for images)."""
+        """What the observation input takes, one array's: the model's (float32, or uint8 for images)."""
         return tf.as_dtype(self.model.inputs[0].dtype)
 
 
@@ -76,8 +78,26 @@ def version_numbers(model_dir: pathlib.Path) -> list[int]:
     return sorted(int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isascii() and p.name.isdigit())
 
 
-def export_saved_model(policy: ServingPolicy, obs_shape: Sequence[int], base_path: pathlib.Path, model_name: str,
-                       metadata: Mapping[str, Any]) -> pathlib.Path:
+def input_signature(observations: ObsSpec | Sequence[int], obs_dtype: tf.DType = tf.float32):
+    """The serving signature's input: one tensor "observation" [None, *obs_shape]; for Dict observations one
+    tensor per field, named by its key ("." becomes "_": "arm.joints" is input "arm_joints"), the action mask's
+    ("action_mask") included."""
+    if not isinstance(observations, ObsSpec):
+        return tf.TensorSpec([None, *observations], obs_dtype, name=INPUT_NAME)
+    if not observations.structured:
+        field = observations.fields[0]
+        return tf.TensorSpec([None, *field.shape], field.dtype, name=INPUT_NAME)
+    return {field.key: tf.TensorSpec([None, *field.shape], field.dtype, name=input_name(field.key))
+            for field in observations.fields}
+
+
+def input_name(key: str) -> str:
+    """A Dict observation field's input name in the serving signature."""
+    return key.replace(".", "_")
+
+
+def export_saved_model(policy: ServingPolicy, observations: ObsSpec | Sequence[int], base_path: pathlib.Path,
+                       model_name: str, metadata: Mapping[str, Any]) -> pathlib.Path:
     """Writes the next version of <base_path>/<model_name> and returns its directory."""
     if not model_name or model_name in (".", "..") or "/" in model_name or os.sep in model_name:
         raise UsageError(f"model name must be a plain directory name, got {model_name!r}")
@@ -94,7 +114,7 @@ def export_saved_model(policy: ServingPolicy, obs_shape: Sequence[int], base_pat
     archive.add_endpoint(
         name=SIGNATURE,  # named so, write_out does not add a second alias of it
         fn=policy.outputs,
-        input_signature=[tf.TensorSpec([None, *obs_shape], policy.obs_dtype, name=INPUT_NAME)],
+        input_signature=[input_signature(observations, policy.obs_dtype)],
     )
     tmp_dir = model_dir / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:

@@ -59,10 +59,15 @@ class Torso:
     features: int
 
 
-def torso(obs_shape: Sequence[int], obs_dtype: str, name: str) -> Torso:
-    """The torso `name` ("auto" resolved here) over observations of this shape: a CNN's convolutions, or the
-    flatten of an MLP (no parameters, the observation's size in features)."""
-    resolved = config_lib.resolved_torso(name, obs_shape, obs_dtype)
+def torso(spec, name: str) -> Torso:
+    """The torsos (config.field_torsos: `name` resolved per field) over the observations of `spec` (an ObsSpec),
+    their numbers summed: a CNN's convolutions, or the flatten of an MLP (no parameters, the field's size)."""
+    parts = [_field_torso(field.shape, resolved) for field, resolved in
+             zip(spec.inputs, config_lib.field_torsos(name, spec).values())]
+    return Torso(sum(p.parameters for p in parts), sum(p.activations for p in parts), sum(p.features for p in parts))
+
+
+def _field_torso(obs_shape: Sequence[int], resolved: str) -> Torso:
     if resolved == "mlp":
         return Torso(0, 0, int(np.prod(obs_shape)))
     (height, width, channels), parameters, activations = obs_shape, 0, 0
@@ -75,13 +80,13 @@ def torso(obs_shape: Sequence[int], obs_dtype: str, name: str) -> Torso:
 
 
 def observation_size(env_info) -> int:
-    """Numbers in one observation."""
-    return int(np.prod(env_info.obs_shape))
+    """Numbers in one observation (every field's)."""
+    return sum(field.size for field in env_info.observations.fields)
 
 
 def observation_bytes(env_info) -> int:
-    """Bytes of one observation as tfrl stores it (float32, or uint8 images)."""
-    return observation_size(env_info) * np.dtype(env_info.obs_dtype).itemsize
+    """Bytes of one observation as tfrl stores it (float32, uint8 images and masks)."""
+    return env_info.observations.nbytes
 
 
 def replay_bytes(capacity: int, env_info, extra_floats: int) -> int:

@@ -19,6 +19,7 @@ as they are and are scaled to [0, 1] inside it, so the exported SavedModel takes
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import keras
@@ -26,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl import config as config_lib
+from tfrl.observations import MASK_KEY, Field, ObsSpec
 
 _ACTIVATIONS = {
     "relu": lambda x: np.maximum(x, 0.0),
@@ -36,18 +38,42 @@ _ACTIVATIONS = {
 LAYER_INITS = ("glorot", "torch")
 
 
-def observation_input(obs_shape: Sequence[int], obs_dtype: str, torso: str, kernel_init=None):
-    """(the Keras Input, the features it gives): uint8 scaled to [0, 1], then the CNN's convolutions and a
-    flatten, or a flatten alone (MLP). kernel_init(fan_in): the convolutions' initializer kwargs."""
-    obs = keras.Input(shape=tuple(obs_shape), name="observation", dtype=obs_dtype)
-    x = keras.layers.Rescaling(1.0 / 255.0, name="scale")(obs) if obs_dtype == "uint8" else obs
+def observation_input(obs: Sequence[int] | ObsSpec, obs_dtype: str, torso: str, kernel_init=None):
+    """(the Keras Input(s), the features they give). obs: the observations' shape, or their ObsSpec.
+
+    One array: uint8 scaled to [0, 1], then the CNN's convolutions (torso, resolved by config.field_torsos) and a
+    flatten, or a flatten alone (MLP). Dict observations: one Input per field the networks read (named by its
+    key), each read that way (a CNN for image fields), their features concatenated in the fields' order.
+    kernel_init(fan_in): the convolutions' initializer kwargs.
+    """
+    spec = obs if isinstance(obs, ObsSpec) else ObsSpec.flat(obs, obs_dtype)
+    torsos = config_lib.field_torsos(torso, spec)
+    if not spec.structured:
+        field = spec.fields[0]
+        return _field_features(field, torsos[field.key], kernel_init, prefix="")
+    inputs, features = {}, []
+    for field in spec.inputs:
+        inputs[field.key], x = _field_features(field, torsos[field.key], kernel_init,
+                                               prefix=f"{layer_name(field.key)}_")
+        features.append(x)
+    return inputs, keras.layers.Concatenate(name="features")(features) if len(features) > 1 else features[0]
+
+
+def _field_features(field: Field, torso: str, kernel_init, prefix: str):
+    obs = keras.Input(shape=field.shape, name=field.key, dtype=field.dtype)
+    x = keras.layers.Rescaling(1.0 / 255.0, name=f"{prefix}scale")(obs) if field.dtype == "uint8" else obs
     for i, (filters, size, stride) in enumerate(config_lib.CONVOLUTIONS.get(torso, ())):
         fan_in = size * size * x.shape[-1]
-        x = keras.layers.Conv2D(filters, size, stride, activation="relu", name=f"conv_{i}",
+        x = keras.layers.Conv2D(filters, size, stride, activation="relu", name=f"{prefix}conv_{i}",
                                 **(kernel_init(fan_in) if kernel_init else {}))(x)
-    if len(x.shape) > 2:
-        x = keras.layers.Flatten(name="flatten")(x)
+    if len(x.shape) > 2 or prefix:
+        x = keras.layers.Flatten(name=f"{prefix}flatten")(x)
     return obs, x
+
+
+def layer_name(key: str) -> str:
+    """A field's key as part of a layer's name (Keras allows no "/" there)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", key)
 
 
 def dense_initializers(layer_init: str, fan_in: int) -> dict:
@@ -71,7 +97,7 @@ def mlp_torso(inputs, hidden_sizes: Sequence[int], activation: str, name: str = 
     return x
 
 
-def q_network(obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
+def q_network(obs_shape: Sequence[int] | ObsSpec, num_actions: int, hidden_sizes: Sequence[int],
               dueling: bool = False, name: str = "q_network", layer_init: str = "glorot",
               obs_dtype: str = "float32", torso: str = "mlp") -> keras.Model:
     """obs [B, *obs_shape] -> Q-values [B, num_actions], always float32 (also under a mixed precision policy).
@@ -95,9 +121,43 @@ def acts_in_numpy(model: keras.Model) -> bool:
 
 
 def numpy_input(obs: np.ndarray) -> np.ndarray:
-    """obs [N, ...] -> [N, features] float32, as the network's input layers make it (uint8 scaled to [0, 1])."""
+    """obs [N, ...] -> [N, features] float32, as the network's input layers make it (uint8 scaled to [0, 1]); a
+    structured batch (Dict observations) -> its input fields so, side by side in their order (the mask left out)."""
+    if obs.dtype.names is not None:
+        return np.concatenate([numpy_input(obs[key]) for key in obs.dtype.names if key != MASK_KEY], axis=-1)
     x = obs.reshape(obs.shape[0], -1)
     return x.astype(np.float32) * np.float32(1.0 / 255.0) if x.dtype == np.uint8 else x
+
+
+def model_inputs(model: keras.Model, obs: np.ndarray):
+    """What `model` takes for a batch in tfrl's form: the array, or {key: field} of a structured batch."""
+    if isinstance(model.input, dict):
+        return {key: obs[key] for key in model.input}
+    return obs
+
+
+def network_input(obs):
+    """What a network reads of a batch of observations: the tensor, or a Dict observation's fields but the mask."""
+    if isinstance(obs, dict):
+        return {key: value for key, value in obs.items() if key != MASK_KEY}
+    return obs
+
+
+def legal_mask(obs):
+    """bool [..., A]: a Dict observation's action mask (1 = legal), None for observations without one."""
+    if isinstance(obs, dict) and MASK_KEY in obs:
+        return tf.cast(obs[MASK_KEY], tf.bool)
+    return None
+
+
+def rows_at(obs, index):
+    """obs[index] of a tensor, or of each field of a Dict observation."""
+    return tf.nest.map_structure(lambda tensor: tensor[index], obs)
+
+
+def merge_leading(obs):
+    """[K, B, ...] -> [K * B, ...], of a tensor or of each field of a Dict observation."""
+    return tf.nest.map_structure(lambda tensor: tf.reshape(tensor, [-1, *tensor.shape[2:]]), obs)
 
 
 class GraphForward:
@@ -105,14 +165,15 @@ class GraphForward:
     with convolutions. It reads the learner's variables: `update` has nothing to copy."""
 
     def __init__(self, model: keras.Model):
-        spec = tf.TensorSpec([None, *model.inputs[0].shape[1:]], model.inputs[0].dtype)
+        self._model = model
+        spec = tf.nest.map_structure(lambda x: tf.TensorSpec([None, *x.shape[1:]], x.dtype), model.input)
         self._forward = tf.function(lambda obs: model(obs), input_signature=[spec]).get_concrete_function()
 
     def update(self, values: Sequence[np.ndarray]) -> None:
         del values
 
     def __call__(self, obs: np.ndarray):
-        out = self._forward(tf.constant(obs))
+        out = self._forward(tf.nest.map_structure(tf.constant, model_inputs(self._model, obs)))
         return tuple(o.numpy() for o in out) if isinstance(out, (tuple, list)) else out.numpy()
 
     def value(self, obs: np.ndarray) -> np.ndarray:
@@ -220,7 +281,7 @@ class AppendLogStd(keras.layers.Layer):
         return keras.ops.concatenate([mean, keras.ops.broadcast_to(self.log_std, keras.ops.shape(mean))], axis=-1)
 
 
-def actor_critic_network(obs_shape: Sequence[int], num_policy_params: int, hidden_sizes: Sequence[int],
+def actor_critic_network(obs_shape: Sequence[int] | ObsSpec, num_policy_params: int, hidden_sizes: Sequence[int],
                          activation: str = "tanh", shared_torso: bool = False, gaussian: bool = False,
                          name: str = "actor_critic", obs_dtype: str = "float32", torso: str = "mlp") -> keras.Model:
     """obs [B, *obs_shape] -> (policy params [B, num_policy_params], value [B]), both float32 under every policy.
@@ -287,23 +348,21 @@ class NumpyActorCritic:
         return self._mirror.dense("value_head", self._mirror.chain(self._value, x))[:, 0]
 
 
-def squashed_gaussian_actor(obs_shape: Sequence[int], action_size: int, hidden_sizes: Sequence[int],
+def squashed_gaussian_actor(obs_shape: Sequence[int] | ObsSpec, action_size: int, hidden_sizes: Sequence[int],
                             name: str = "sac_actor") -> keras.Model:
     """SAC's actor: obs [B, *obs_shape] -> [mean, log std] [B, 2D] (ReLU torso, heads "mean_head" and
     "log_std_head"); the policy squashes mean + std * noise with tanh (tfrl.agents.sac.learning)."""
-    obs = keras.Input(shape=tuple(obs_shape), name="observation", dtype="float32")
-    x = keras.layers.Flatten(name="flatten")(obs) if len(obs_shape) > 1 else obs
+    obs, x = observation_input(obs_shape, "float32", "mlp")
     x = mlp_torso(x, hidden_sizes, "relu")
     mean = keras.layers.Dense(action_size, name="mean_head", dtype="float32")(x)
     log_std = keras.layers.Dense(action_size, name="log_std_head", dtype="float32")(x)
     return keras.Model(obs, keras.ops.concatenate([mean, log_std], axis=-1), name=name)
 
 
-def q_critic(obs_shape: Sequence[int], action_size: int, hidden_sizes: Sequence[int], name: str) -> keras.Model:
+def q_critic(obs_shape: Sequence[int] | ObsSpec, action_size: int, hidden_sizes: Sequence[int], name: str) -> keras.Model:
     """A continuous-action critic: (obs [B, *obs_shape], action [B, D]) -> Q(s, a) [B] (ReLU torso)."""
-    obs = keras.Input(shape=tuple(obs_shape), name="observation", dtype="float32")
+    obs, x = observation_input(obs_shape, "float32", "mlp")
     action = keras.Input(shape=(action_size,), name="action", dtype="float32")
-    x = keras.layers.Flatten(name="flatten")(obs) if len(obs_shape) > 1 else obs
     x = mlp_torso(keras.layers.Concatenate(name="obs_action")([x, action]), hidden_sizes, "relu")
     q = keras.layers.Dense(1, name="q_head", dtype="float32")(x)
     return keras.Model([obs, action], keras.ops.squeeze(q, axis=-1), name=name)
@@ -321,5 +380,5 @@ class NumpySquashedActor:
         self._mirror.update(values)
 
     def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        x = self._mirror.chain(self._torso, obs.reshape(len(obs), -1))
+        x = self._mirror.chain(self._torso, numpy_input(obs))
         return self._mirror.dense("mean_head", x), self._mirror.dense("log_std_head", x)

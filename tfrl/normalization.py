@@ -16,10 +16,12 @@ NumPy statistics into the layer before each checkpoint and evaluation (sync()) a
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import keras
 import numpy as np
+
+from tfrl.observations import ObsSpec
 
 
 EPSILON = 1e-8  # under the square root, as in SB3
@@ -53,8 +55,8 @@ class ObservationNormalization(keras.layers.Layer):
     and exports hold.
     """
 
-    def __init__(self, obs_shape: Sequence[int], clip: float, **kwargs):
-        super().__init__(name="obs_normalization", dtype="float32", **kwargs)
+    def __init__(self, obs_shape: Sequence[int], clip: float, name: str = "obs_normalization", **kwargs):
+        super().__init__(name=name, dtype="float32", **kwargs)
         self.clip = float(clip)
         self.mean = self.add_weight(shape=tuple(obs_shape), initializer="zeros", trainable=False, name="mean",
                                     dtype="float64")
@@ -69,6 +71,25 @@ class ObservationNormalization(keras.layers.Layer):
         scale = ops.cast(ops.sqrt(self.var + EPSILON), "float32")
         normalized = (ops.cast(obs, "float32") - ops.cast(self.mean, "float32")) / scale
         return ops.clip(normalized, -self.clip, self.clip)
+
+
+class DictObservationNormalization(keras.layers.Layer):
+    """Dict observations' normalization in TF: {key: batch} -> the same with each float vector field normalized by
+    its own ObservationNormalization (images and the action mask pass as they are)."""
+
+    def __init__(self, fields: Mapping[str, Sequence[int]], clip: float, **kwargs):
+        super().__init__(name="obs_normalization", dtype="float32", **kwargs)
+        self.clip = float(clip)
+        self.fields = {key: ObservationNormalization(shape, clip, name=f"obs_normalization_{_name(key)}")
+                       for key, shape in fields.items()}
+        self.built = True
+
+    def call(self, obs):
+        return {key: self.fields[key](value) if key in self.fields else value for key, value in obs.items()}
+
+
+def _name(key: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in key)
 
 
 class ObservationNormalizer:
@@ -104,6 +125,35 @@ class ObservationNormalizer:
         self.stats.count = float(self.layer.count.numpy())
 
 
+class DictObservationNormalizer:
+    """ObservationNormalizer of Dict observations: one per float vector field, over structured batches."""
+
+    def __init__(self, layer: DictObservationNormalization):
+        self.layer = layer
+        self.fields = {key: ObservationNormalizer(sub) for key, sub in layer.fields.items()}
+
+    def observe(self, obs: np.ndarray) -> np.ndarray:
+        """Adds each field of the batch to its statistics, then returns the batch normalized (a copy)."""
+        normalized = obs.copy()
+        for key, normalizer in self.fields.items():
+            normalized[key] = normalizer.observe(obs[key])
+        return normalized
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        normalized = obs.copy()
+        for key, normalizer in self.fields.items():
+            normalized[key] = normalizer(obs[key])
+        return normalized
+
+    def sync(self) -> None:
+        for normalizer in self.fields.values():
+            normalizer.sync()
+
+    def load(self) -> None:
+        for normalizer in self.fields.values():
+            normalizer.load()
+
+
 class NoNormalization:
     """What a learner without normalize_observations holds in the normalizer's place: observations pass as they
     are, and there is no layer."""
@@ -123,10 +173,14 @@ class NoNormalization:
         """Nothing to load."""
 
 
-def make(config, obs_shape: Sequence[int]) -> ObservationNormalizer | NoNormalization:
+def make(config, observations: ObsSpec | Sequence[int]):
     """A learner's normalizer: with config.normalize_observations, its layer and statistics; else NoNormalization."""
-    layer = make_layer(config, obs_shape)
-    return NoNormalization() if layer is None else ObservationNormalizer(layer)
+    layer = make_layer(config, observations)
+    if layer is None:
+        return NoNormalization()
+    if isinstance(layer, DictObservationNormalization):
+        return DictObservationNormalizer(layer)
+    return ObservationNormalizer(layer)
 
 
 class RewardScaler:
@@ -158,11 +212,17 @@ class RewardScaler:
         self.stats.count = float(arrays["reward_count"])
 
 
-def make_layer(config, obs_shape: Sequence[int]) -> ObservationNormalization | None:
-    """The layer when config.normalize_observations, else None (tfrl.agents refuses it for images)."""
+def make_layer(config, observations: ObsSpec | Sequence[int]):
+    """The layer when config.normalize_observations, else None (tfrl.agents refuses it for images): one
+    ObservationNormalization for one array, a DictObservationNormalization of the float vector fields of Dict
+    observations."""
     if not config.normalize_observations:
         return None
-    return ObservationNormalization(obs_shape, config.observation_clip)
+    spec = observations if isinstance(observations, ObsSpec) else ObsSpec.flat(observations)
+    if not spec.structured:
+        return ObservationNormalization(spec.fields[0].shape, config.observation_clip)
+    vectors = {field.key: field.shape for field in spec.inputs if field.dtype == "float32"}
+    return DictObservationNormalization(vectors, config.observation_clip)
 
 
 CHECKPOINT_KEY = "obs_normalization"  # the layer's name among a learner's and a serving policy's checkpoint items

@@ -130,10 +130,17 @@ def is_float(dtype) -> bool:
     return dtype.kind in "fc" or "float" in dtype.name
 
 
+def all_finite(values: np.ndarray) -> bool:
+    """Whether an array holds no NaN or Inf: every field of a structured array (Dict observations); arrays that
+    cannot hold them (integers, uint8 images) are not looked at."""
+    if values.dtype.names:
+        return all(all_finite(values[name]) for name in values.dtype.names)
+    return not is_float(values.dtype) or bool(np.isfinite(values).all())
+
+
 def first_non_finite(named_values: Iterable[tuple[str, Any]]) -> str | None:
     """The name of the first float value holding a NaN or Inf, None if there is none; one np.isfinite pass each."""
     for name, value in named_values:
-        array = np.asarray(value)
-        if is_float(array.dtype) and not np.isfinite(array).all():
+        if not all_finite(np.asarray(value)):
             return name
     return None

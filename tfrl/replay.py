@@ -59,8 +59,7 @@ class UniformReplay:
         uint8 frames and integer actions or refs cannot hold NaN and are not looked at."""
         with np.errstate(over="ignore", invalid="ignore"):  # the overflow is reported below, as an Inf
             stored = {name: np.asarray(value, getattr(self, name).dtype) for name, value in fields.items()}
-        bad = [FIELD_NAMES[name] for name, values in stored.items()
-               if numerics.is_float(values.dtype) and not np.isfinite(values).all()]
+        bad = [FIELD_NAMES[name] for name, values in stored.items() if not numerics.all_finite(values)]
         if bad:
             raise numerics.NonFiniteError.entering_replay(bad)
         return stored

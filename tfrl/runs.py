@@ -134,9 +134,13 @@ def _checked_env_info(raw: Mapping[str, Any] | None, source: str) -> Mapping[str
         return None
     try:
         info = envs.EnvInfo.from_dict(raw)
-        sizes = [*info.obs_shape, info.num_actions, *info.action_shape, info.frame_stack]
+        fields = info.obs_fields
+        sizes = [*info.obs_shape, info.num_actions, *info.action_shape, info.frame_stack, *info.action_nvec,
+                 *(n for field in fields for n in field.shape)]
         valid = (all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes)
-                 and info.obs_dtype in ("float32", "uint8") and isinstance(info.env_id, str)
+                 and info.obs_dtype in ("float32", "uint8", "structured") and isinstance(info.env_id, str)
+                 and (info.obs_dtype == "structured") == bool(fields)
+                 and all(field.dtype in ("float32", "uint8") for field in fields)
                  and len(info.action_low) == len(info.action_high)
                  and all(isinstance(b, (int, float)) for b in (*info.action_low, *info.action_high)))
     except (KeyError, TypeError, ValueError):
@@ -225,6 +229,9 @@ def _write_json(path: pathlib.Path, value: Any) -> None:
 
 
 def _action_space_json(info: envs.EnvInfo) -> dict:
+    if info.action_nvec:
+        return ({"type": "MultiBinary", "n": len(info.action_nvec)} if info.binary_actions
+                else {"type": "MultiDiscrete", "nvec": list(info.action_nvec)})
     if not info.continuous:
         return {"type": "Discrete", "n": info.num_actions}
     return {"type": "Box", "shape": list(info.action_shape), "low": list(info.action_low),
@@ -372,16 +379,16 @@ def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
     next version of <base_path>/<model_name>; returns its dir."""
     loaded = load_policy(run_dir, checkpoint, best)
     best = loaded.best
-    obs_shape = list(loaded.env.obs_shape)
-    obs_dtype = loaded.policy.obs_dtype.name
-    example = loaded.policy.outputs(tf.zeros([1, *obs_shape], obs_dtype))
+    observations = loaded.env.observations
+    example = loaded.policy.outputs(tf.nest.map_structure(lambda spec: tf.zeros([1, *spec.shape[1:]], spec.dtype),
+                                                          export.input_signature(observations)))
     metadata = {
         "agent": loaded.run_config.agent,
         "env_id": loaded.run_config.env_id,
         "env_kwargs": _jsonable(loaded.run_config.env_kwargs),
-        "observation": {"shape": obs_shape, "dtype": obs_dtype},
+        "observation": _observation_json(observations),
         "action_space": _action_space_json(loaded.env),
-        "signature": {"name": export.SIGNATURE, "inputs": {export.INPUT_NAME: f"{obs_dtype} [None, *obs_shape]"},
+        "signature": {"name": export.SIGNATURE, "inputs": _inputs_json(observations),
                       "outputs": {k: f"{v.dtype.name} {[None, *v.shape[1:]]}" for k, v in example.items()}},
         "config": config_lib.to_dict(loaded.run_config.config),
         "seed": loaded.run_config.seed,
@@ -391,4 +398,17 @@ def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
         "run_dir": str(pathlib.Path(run_dir).resolve()),
         "tfrl_version": tfrl.__version__,
     }
-    return export.export_saved_model(loaded.policy, obs_shape, base_path, model_name, metadata)
+    return export.export_saved_model(loaded.policy, observations, base_path, model_name, metadata)
+
+
+def _observation_json(observations) -> dict:
+    if not observations.structured:
+        field = observations.fields[0]
+        return {"shape": list(field.shape), "dtype": field.dtype}
+    return {"shape": [], "dtype": "structured", "fields": observations.to_json()}
+
+
+def _inputs_json(observations) -> dict:
+    if not observations.structured:
+        return {export.INPUT_NAME: f"{observations.fields[0].dtype} [None, *obs_shape]"}
+    return {export.input_name(field.key): f"{field.dtype} {[None, *field.shape]}" for field in observations.fields}

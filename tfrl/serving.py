@@ -1,7 +1,7 @@
 """The serving side: a SavedModel written by tfrl.export, as a NumPy policy. Needs no agent code.
 
-A policy here maps observations [N, *obs_shape] (NumPy) to actions [N] through
-the exported `serving_default` signature, exactly what TF Serving would run. A SavedModel whose variables
+A policy here maps a batch of observations (NumPy: [N, *obs_shape]; for Dict observations a structured array or
+{key: array}) to actions through the exported `serving_default` signature, exactly what TF Serving would run. A SavedModel whose variables
 hold a NaN or Inf is refused at load: its every answer would be garbage.
 """
 
@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from tfrl import export, numerics
 from tfrl.errors import UsageError
+from tfrl.observations import Field, ObsSpec
 
 Policy = Callable[[np.ndarray], np.ndarray]
 
@@ -25,42 +26,58 @@ Outputs = Callable[[np.ndarray], dict]  # obs [N, *obs_shape] -> {"action": [N],
 
 @dataclasses.dataclass(frozen=True)
 class ServedPolicy:
-    policy: Policy  # obs [N, *obs_shape] -> actions [N]
+    policy: Policy  # a batch of observations -> actions [N]
     outputs: Outputs  # every output of the signature
-    obs_shape: tuple[int, ...]  # of one observation, as the signature takes it
-    obs_dtype: str  # of the observations, as the signature takes them: float32, or uint8 for images
+    observations: ObsSpec  # what the signature takes (Dict observations: one input per field)
     metadata: dict | None  # tfrl_metadata.json, None for a SavedModel made elsewhere
     saved_model: object  # the loaded object: a signature alone does not keep its variables alive
 
+    @property
+    def obs_shape(self) -> tuple[int, ...]:
+        """One observation's shape (() for Dict observations: their fields have theirs)."""
+        return self.observations.row_shape
 
-def numpy_outputs(outputs: Callable[..., Mapping[str, tf.Tensor]], input_name: str | None = None,
-                  obs_dtype: tf.DType = tf.float32) -> Outputs:
-    """obs -> outputs(obs) as NumPy; `input_name` for a signature, which takes keyword arguments."""
+    @property
+    def obs_dtype(self) -> str:
+        return self.observations.numpy_dtype.name if not self.observations.structured else "structured"
 
-    def numpy_fn(obs: np.ndarray) -> dict:
-        tensor = tf.constant(obs, obs_dtype)
-        result = outputs(**{input_name: tensor}) if input_name else outputs(tensor)
+
+def feed(observations: ObsSpec, obs) -> tf.Tensor | dict[str, tf.Tensor]:
+    """A batch (an array; for Dict observations a structured array or {key: array}) as the signature's tensors."""
+    if not observations.structured:
+        return tf.constant(obs, observations.fields[0].dtype)
+    return {field.key: tf.constant(obs[field.key], field.dtype) for field in observations.fields}
+
+
+def numpy_outputs(outputs: Callable[..., Mapping[str, tf.Tensor]], observations: ObsSpec,
+                  signature: bool = False) -> Outputs:
+    """obs -> outputs(obs) as NumPy. signature: `outputs` is a loaded SavedModel's signature, which takes keyword
+    arguments named by the inputs (export.input_name of a Dict observation's keys)."""
+
+    def numpy_fn(obs) -> dict:
+        tensors = feed(observations, obs)
+        if signature:
+            named = tensors if isinstance(tensors, dict) else {export.INPUT_NAME: tensors}
+            result = outputs(**{export.input_name(key): value for key, value in named.items()})
+        else:
+            result = outputs(tensors)
         return {name: value.numpy() for name, value in result.items()}
 
     return numpy_fn
 
 
-def numpy_policy(outputs: Callable[..., Mapping[str, tf.Tensor]], input_name: str | None = None,
-                 obs_dtype: tf.DType = tf.float32) -> Policy:
-    """obs -> outputs(obs)["action"] as NumPy; `input_name` for a signature, which takes keyword arguments."""
-    numpy_fn = numpy_outputs(outputs, input_name, obs_dtype)
-    return lambda obs: numpy_fn(obs)["action"]
+def traced_outputs(policy: export.ServingPolicy, observations: ObsSpec | Sequence[int]) -> Outputs:
+    """numpy_outputs of a ServingPolicy's outputs, traced once as a tf.function. observations: their ObsSpec, or
+    one array's shape."""
+    if not isinstance(observations, ObsSpec):
+        observations = ObsSpec.flat(observations, policy.obs_dtype.name)
+    signature = [export.input_signature(observations)]
+    return numpy_outputs(tf.function(policy.outputs, input_signature=signature), observations)
 
 
-def traced_outputs(policy: export.ServingPolicy, obs_shape: Sequence[int]) -> Outputs:
-    """numpy_outputs of a ServingPolicy's outputs, traced once as a tf.function."""
-    spec = tf.TensorSpec([None, *obs_shape], policy.obs_dtype)
-    return numpy_outputs(tf.function(policy.outputs, input_signature=[spec]), obs_dtype=policy.obs_dtype)
-
-
-def traced_policy(policy: export.ServingPolicy, obs_shape: Sequence[int]) -> Policy:
-    """numpy_policy of a ServingPolicy's outputs, traced once as a tf.function."""
-    traced = traced_outputs(policy, obs_shape)
+def traced_policy(policy: export.ServingPolicy, observations: ObsSpec | Sequence[int]) -> Policy:
+    """The actions of traced_outputs."""
+    traced = traced_outputs(policy, observations)
     return lambda obs: traced(obs)["action"]
 
 
@@ -92,10 +109,26 @@ def load(saved_model_dir: pathlib.Path) -> ServedPolicy:
     signature = loaded.signatures[export.SIGNATURE]
     if "action" not in signature.structured_outputs:
         raise UsageError(f"{path}: signature {export.SIGNATURE!r} has no 'action' output")
-    input_spec = signature.structured_input_signature[1].get(export.INPUT_NAME)
-    if input_spec is None:
-        raise UsageError(f"{path}: signature {export.SIGNATURE!r} has no {export.INPUT_NAME!r} input")
-    return ServedPolicy(policy=numpy_policy(signature, export.INPUT_NAME, input_spec.dtype),
-                        outputs=numpy_outputs(signature, export.INPUT_NAME, input_spec.dtype),
-                        obs_shape=tuple(input_spec.shape[1:]), obs_dtype=input_spec.dtype.name,
-                        metadata=export.read_metadata(path), saved_model=loaded)
+    metadata = export.read_metadata(path)
+    observations = _signature_observations(path, signature.structured_input_signature[1], metadata)
+    outputs = numpy_outputs(signature, observations, signature=True)
+    return ServedPolicy(policy=lambda obs: outputs(obs)["action"], outputs=outputs, observations=observations,
+                        metadata=metadata, saved_model=loaded)
+
+
+def _signature_observations(path: pathlib.Path, inputs: Mapping[str, tf.TensorSpec], metadata: dict | None) -> ObsSpec:
+    """The observations a signature takes: one "observation" tensor, or one per field (Dict observations, named
+    by export.input_name of their keys; tfrl's metadata keeps the keys themselves)."""
+    fields = ((metadata or {}).get("observation") or {}).get("fields")
+    if fields:
+        spec = ObsSpec.from_json(fields)
+        if {export.input_name(field.key) for field in spec.fields} == set(inputs):
+            return spec
+    if set(inputs) == {export.INPUT_NAME}:
+        spec = inputs[export.INPUT_NAME]
+        return ObsSpec.flat(tuple(spec.shape[1:]), spec.dtype.name)
+    if not inputs or any(spec.shape.rank is None or spec.shape.rank < 1 for spec in inputs.values()):
+        raise UsageError(f"{path}: signature {export.SIGNATURE!r} takes no batch of observations "
+                         f"({export.INPUT_NAME!r}, or one tensor per field)")
+    return ObsSpec(tuple(Field(name, tuple(spec.shape[1:]), spec.dtype.name) for name, spec in sorted(inputs.items())),
+                   structured=True)

@@ -204,7 +204,7 @@ class _Run:
             fresh_policy = self.spec.policy_module.serving_policy(config, self.info)
             with self.logger.evaluating("evaluating the best policy"):
                 final["best"] = best_policy.log_final_evaluation(
-                    self.run_dir, fresh_policy, self.info.obs_shape, self.env_spec, config.final_eval_episodes,
+                    self.run_dir, fresh_policy, self.info.observations, self.env_spec, config.final_eval_episodes,
                     self.seed + evaluation.FINAL_SEED_OFFSET, self.logger, env_step)
         return final
 

@@ -48,10 +48,10 @@ class Agent:
 
     def check_env(self, env_info, config=None) -> None:
         """UsageError if the agent cannot act in the env's action space or take its observations (with `config`)."""
-        if env_info.obs_dtype == "uint8" and not self.spec.images:
+        if env_info.images and not self.spec.images:
             takers = [name for name in AGENT_NAMES if get(name).spec.images]
-            raise UsageError(f"--agent={self.name} takes vector observations; {env_info.env_id} has uint8 ones of "
-                             f"shape {env_info.obs_shape} (image agents: {', '.join(takers)})")
+            raise UsageError(f"--agent={self.name} takes vector observations; {env_info.env_id} has uint8 images "
+                             f"(image agents: {', '.join(takers)})")
         if config is not None:
             self.spec.check_observations(config, env_info)
         kind = "continuous" if env_info.continuous else "discrete"

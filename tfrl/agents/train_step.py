@@ -77,13 +77,23 @@ class RowLayout:
     as tensors of their own: packed as float32 they would take four times the bytes, and a cast in NumPy.
 
     fields: name -> (shape of one row's value, dtype to unpack to). Integer fields (actions) are exact in
-    float32 below 2**24. The tensors cross in the order (rows, *uint8 fields in fields' order).
+    float32 below 2**24. A field of a NumPy structured dtype (Dict observations, tfrl.observations) is its
+    sub-fields, each placed by its own dtype, and unpacks to {key: tensor}. The tensors cross in the order
+    (rows, *uint8 fields in fields' order).
     """
 
     def __init__(self, fields: Mapping[str, tuple[Sequence[int], Any]]):
-        fields = {name: (tuple(shape), tf.as_dtype(dtype)) for name, (shape, dtype) in fields.items()}
-        self._fields = {name: field for name, field in fields.items() if field[1] != tf.uint8}
-        self._separate = {name: field for name, field in fields.items() if field[1] == tf.uint8}
+        flat = {}
+        for name, (shape, dtype) in fields.items():
+            structured = np.dtype(dtype).names if not isinstance(dtype, tf.DType) else None
+            if structured:  # (name, key) stands for field `key` of the structured `name`
+                flat.update({(name, key): (np.dtype(dtype)[key].shape, np.dtype(dtype)[key].base)
+                             for key in structured})
+            else:
+                flat[name] = (shape, dtype)
+        flat = {name: (tuple(shape), tf.as_dtype(dtype)) for name, (shape, dtype) in flat.items()}
+        self._fields = {name: field for name, field in flat.items() if field[1] != tf.uint8}
+        self._separate = {name: field for name, field in flat.items() if field[1] == tf.uint8}
         self._sizes = [int(np.prod(shape)) for shape, _ in self._fields.values()]
         self.width = sum(self._sizes)
 
@@ -91,14 +101,17 @@ class RowLayout:
         """The tensors' specs, with batch_dims leading dimensions of any size."""
         lead = [None] * batch_dims
         return [tf.TensorSpec([*lead, self.width], tf.float32, name="rows")] + [
-            tf.TensorSpec([*lead, *shape], dtype, name=name) for name, (shape, dtype) in self._separate.items()]
+            tf.TensorSpec([*lead, *shape], dtype, name=_spec_name(name)) for name, (shape, dtype) in self._separate.items()]
 
     def pack(self, arrays: Mapping[str, np.ndarray], batch_dims: int) -> tuple[np.ndarray, ...]:
         """{name: [*lead, *shape]} -> (float32 [*lead, width], *uint8 fields); lead = the first batch_dims dims."""
-        lead = np.shape(arrays[next(iter(self._fields))])[:batch_dims]
-        rows = np.concatenate([np.reshape(arrays[name], (*lead, -1)) for name in self._fields],
+        def value(name):
+            return arrays[name[0]][name[1]] if isinstance(name, tuple) else arrays[name]
+
+        lead = np.shape(value(next(iter(self._fields))))[:batch_dims]
+        rows = np.concatenate([np.reshape(value(name), (*lead, -1)) for name in self._fields],
                               axis=-1, dtype=np.float32)
-        return (rows, *(np.asarray(arrays[name], np.uint8) for name in self._separate))
+        return (rows, *(np.asarray(value(name), np.uint8) for name in self._separate))
 
     def unpack(self, tensors: Sequence[tf.Tensor]) -> dict[str, tf.Tensor]:
         """In the graph: the packed tensors -> {name: [..., *shape] of the field's dtype}."""
@@ -107,14 +120,28 @@ class RowLayout:
         out, start = {}, 0
         for (name, (shape, dtype)), size in zip(self._fields.items(), self._sizes):
             value = tf.reshape(rows[..., start:start + size], tf.concat([lead, list(shape)], axis=0))
-            out[name] = value if dtype == tf.float32 else tf.cast(value, dtype)
+            _put(out, name, value if dtype == tf.float32 else tf.cast(value, dtype))
             start += size
-        out.update(zip(self._separate, tensors[1:]))
+        for name, tensor in zip(self._separate, tensors[1:]):
+            _put(out, name, tensor)
         return out
 
     @property
     def num_tensors(self) -> int:
         return 1 + len(self._separate)
+
+
+def _put(out: dict, name, value) -> None:
+    """out[name] = value, or out[structured][key] = value for a structured field's (structured, key)."""
+    if isinstance(name, tuple):
+        out.setdefault(name[0], {})[name[1]] = value
+    else:
+        out[name] = value
+
+
+def _spec_name(name) -> str:
+    """A TensorSpec's name for a field: "obs_image" for key "image" of "obs"."""
+    return "_".join(name).replace(".", "_") if isinstance(name, tuple) else name
 
 
 class OutputLayout:

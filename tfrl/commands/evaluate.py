@@ -78,6 +78,13 @@ def check_flags() -> pathlib.Path | None:
     return video
 
 
+def _described(observations) -> str:
+    """"of shape (4,)", or a Dict observation's "{key: shape, ...}" (input names, as a signature has them)."""
+    if not observations.structured:
+        return f"of shape {observations.fields[0].shape}"
+    return str({field.key.replace(".", "_"): field.shape for field in observations.fields})
+
+
 def write_video(frames, fps: int, path: pathlib.Path) -> None:
     """Streams `frames` (RGB uint8 [H, W, 3]) into a GIF or MP4 with imageio."""
     imageio = cli.require_extra("imageio.v2", "video", "--video")
@@ -103,11 +110,12 @@ def main(argv):
     if FLAGS.saved_model:
         served = serving.load(pathlib.Path(FLAGS.saved_model))
         metadata = served.metadata or {}
-        policy, obs_shape = served.policy, served.obs_shape
+        policy, observations = served.policy, served.observations
         env_id, env_kwargs = metadata.get("env_id"), metadata.get("env_kwargs") or {}
     else:
         loaded = runs.load_policy(pathlib.Path(FLAGS.run_dir), FLAGS.checkpoint, best=FLAGS.best)
-        policy, obs_shape = serving.traced_policy(loaded.policy, loaded.env.obs_shape), loaded.env.obs_shape
+        observations = loaded.env.observations
+        policy = serving.traced_policy(loaded.policy, observations)
         env_id, env_kwargs = loaded.run_config.env_id, loaded.run_config.env_kwargs
         which = "the best policy" if loaded.best else f"checkpoint {loaded.checkpoint}"
         print(f"{which} of {FLAGS.run_dir} (trained {loaded.env_step} env steps)", flush=True)
@@ -118,10 +126,10 @@ def main(argv):
         env_kwargs = {key: config_lib.parse_value(value)
                       for key, value in config_lib.parse_cli_overrides(FLAGS.env_kwargs, "--env_kwargs").items()}
     env_id = envs.as_spec(env_id, env_kwargs)
-    env_shape = runs.probe_env_info(env_id).obs_shape
-    if tuple(env_shape) != tuple(obs_shape):
-        raise UsageError(f"the policy takes observations of shape {tuple(obs_shape)}, but {env_id.name} gives "
-                         f"{tuple(env_shape)}: evaluate it on the env it was trained on")
+    env_observations = runs.probe_env_info(env_id).observations
+    if _described(env_observations) != _described(observations):
+        raise UsageError(f"the policy takes observations {_described(observations)}, but {env_id.name} gives "
+                         f"{_described(env_observations)}: evaluate it on the env it was trained on")
 
     returns, lengths = evaluation.evaluate_episodes(policy, env_id, FLAGS.episodes, FLAGS.seed, FLAGS.num_envs)
     print(f"{len(returns)} episodes of {env_id.name} (seed {FLAGS.seed}): "

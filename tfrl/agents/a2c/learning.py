@@ -69,9 +69,8 @@ class A2CLearner:
             self.optimizer = precision.built_optimizer(_make_optimizer(config), self.network.trainable_variables,
                                                          runtime.options.mixed_precision)
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
-        self.obs_normalizer = normalization.make(config, env.obs_shape)  # the agent updates it while collecting
-        self.rows = ac_learning.rollout_rows(env.obs_shape, self.head, with_log_probs=False,
-                                             obs_dtype=env.obs_dtype)
+        self.obs_normalizer = normalization.make(config, env.observations)  # the agent updates it while collecting
+        self.rows = ac_learning.rollout_rows(env.observations, self.head, with_log_probs=False)
         self.output = train_step.OutputLayout(METRICS, networks.acting_variables(self.network))
         self._batch_gradients = self._placement.batch_gradients(self._gradients)
         self.train_step = self._placement.compile(self._train_step, [

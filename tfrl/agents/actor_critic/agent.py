@@ -40,8 +40,8 @@ class ActorCriticAgent:
         self._mirror = networks.acting_network(learner.network,
                                                networks.NumpyActorCritic)
         self.actor = ActorCriticActor(self._mirror, learner.head, seed=seed)
-        self._storage = RolloutStorage(config.rollout_length, config.num_envs, env.obs_shape, learner.head,
-                                       env.obs_dtype)
+        self._storage = RolloutStorage(config.rollout_length, config.num_envs, env.observations.row_shape,
+                                       learner.head, env.observations.numpy_dtype)
         self._rollout: Rollout | None = None
         self._metrics: dict[str, float] = {}
         self._obs_normalizer = learner.obs_normalizer

@@ -7,16 +7,18 @@ from typing import Callable, Sequence
 
 import tensorflow as tf
 
-from tfrl import numerics, schedules
+from tfrl import networks, numerics, schedules
 from tfrl.agents import train_step
 from tfrl.agents.actor_critic.config import ActorCriticConfig
+from tfrl.observations import ObsSpec
 
 
-def rollout_rows(obs_shape: Sequence[int], head, with_log_probs: bool,
-                 obs_dtype: str = "float32") -> train_step.RowLayout:
+def rollout_rows(observations: ObsSpec, head, with_log_probs: bool) -> train_step.RowLayout:
     """The layout of Rollout.rows() in one float32 array [B, F] (uint8 images beside it); log pi_old only for
-    learners that read it. The action field is the head's: an int32 (Discrete) or D float32s (Box)."""
-    fields = {"obs": (obs_shape, obs_dtype), "action": (head.action_spec.shape[1:], head.action_spec.dtype),
+    learners that read it. The action field is the head's: an int32 (Discrete), D int32s (MultiDiscrete) or D
+    float32s (Box)."""
+    fields = {"obs": (observations.row_shape, observations.numpy_dtype),
+              "action": (head.action_spec.shape[1:], head.action_spec.dtype),
               "advantage": ((), tf.float32), "return": ((), tf.float32)}
     if with_log_probs:
         fields["log_prob"] = ((), tf.float32)
@@ -39,7 +41,7 @@ def loss_gradients(network, optimizer, obs, loss_fn: Callable):
     """(loss-scaled gradients, {"loss", *terms, "outputs_sum"}) of loss_fn(policy_params, values) -> (loss, terms)
     on one batch (or one replica's shard) of observations."""
     with tf.GradientTape() as tape:
-        policy_params, values = network(obs, training=True)  # float32 under every precision policy
+        policy_params, values = network(networks.network_input(obs), training=True)  # float32 always
         loss, terms = loss_fn(policy_params, values)
         scaled_loss = optimizer.scale_loss(loss)
     # One scalar for the numeric guard: a NaN or Inf in any output survives the sum (and a replica mean).

@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import config as config_lib, networks
+from tfrl import networks
 from tfrl.agents.actor_critic.config import ActorCriticConfig
 from tfrl.envs import EnvInfo
 
@@ -126,7 +126,6 @@ def make_head(env: EnvInfo) -> CategoricalHead | GaussianHead:
 
 def make_network(config: ActorCriticConfig, env: EnvInfo, head) -> keras.Model:
     """obs [B, *obs_shape] -> (policy params [B, head.num_params], value [B])."""
-    return networks.actor_critic_network(env.obs_shape, head.num_params, config.hidden_sizes,
+    return networks.actor_critic_network(env.observations, head.num_params, config.hidden_sizes,
                                          config.activation, config.shared_torso,
-                                         gaussian=isinstance(head, GaussianHead), obs_dtype=env.obs_dtype,
-                                         torso=config_lib.resolved_torso(config.torso, env.obs_shape, env.obs_dtype))
+                                         gaussian=isinstance(head, GaussianHead), torso=config.torso)

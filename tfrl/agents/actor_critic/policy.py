@@ -44,7 +44,7 @@ def serving_policy(config: ActorCriticConfig, env: EnvInfo, network=None, obs_no
     if network is None:
         network = make_network(config, env, head)
     if obs_normalization is None:
-        obs_normalization = normalization.make_layer(config, env.obs_shape)
+        obs_normalization = normalization.make_layer(config, env.observations)
     outputs = normalization.in_front(obs_normalization, greedy_outputs(network, head))
     return ServingPolicy(model=network, outputs=outputs, observation_normalization=obs_normalization,
                          checkpoint_items={NETWORK_KEY: network, **normalization.checkpoint_items(obs_normalization)})

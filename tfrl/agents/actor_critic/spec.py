@@ -4,25 +4,26 @@ memory of the actor-critic network and its rollouts."""
 from __future__ import annotations
 
 from tfrl import memory
-from tfrl.config import resolved_torso
+from tfrl.config import field_torsos
 from tfrl.errors import UsageError
 
 
 def check_observations(config, env_info) -> None:
-    resolved_torso(config.torso, env_info.obs_shape, env_info.obs_dtype)  # ConfigError if it cannot be
+    field_torsos(config.torso, env_info.observations)  # ConfigError if one cannot be
     if env_info.obs_dtype == "uint8" and config.normalize_observations:
         raise UsageError("normalize_observations: uint8 (image) observations are scaled to [0, 1] inside the "
-                         "network, not normalized; set normalize_observations=false")
+                         "network, not normalized; set normalize_observations=false (with Dict observations, "
+                         "only the vector fields are normalized)")
 
 
 def convolves(config, env_info) -> bool:
-    return resolved_torso(config.torso, env_info.obs_shape, env_info.obs_dtype) != "mlp"
+    return any(torso != "mlp" for torso in field_torsos(config.torso, env_info.observations).values())
 
 
 def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
     """The rollout (stored, and packed for the learner), the network with its optimizer's slots, gradients, the
     mirror and the returned weights (6 copies), and 3 passes over the activations of the rollout's rows."""
-    torso = memory.torso(env_info.obs_shape, env_info.obs_dtype, config.torso)
+    torso = memory.torso(env_info.observations, config.torso)
     torsos = 1 if config.shared_torso else 2
     hidden, actions = list(config.hidden_sizes), env_info.action_size
     parameters = (torso.parameters + torsos * memory.mlp_parameters([torso.features, *hidden])

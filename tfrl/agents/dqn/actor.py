@@ -1,10 +1,12 @@
-"""DQN acting: epsilon-greedy over a NumPy mirror of the online network. Never exported."""
+"""DQN acting: epsilon-greedy over a NumPy mirror of the online network, among the legal actions where the env
+masks them (tfrl.observations). Never exported."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from tfrl.agents.dqn.config import DQNConfig
+from tfrl.observations import legal_actions
 from tfrl.schedules import Schedule
 
 
@@ -27,12 +29,21 @@ class EpsilonGreedyActor:
         return self._rng
 
     def act(self, obs: np.ndarray, epsilon: float) -> np.ndarray:
-        greedy = np.argmax(self._q_values(obs), axis=-1)
+        legal = legal_actions(obs)
+        greedy = masked_argmax(self._q_values(obs), legal)
         explore = self._rng.random(len(obs)) < epsilon
         if not explore.any():
             return greedy
-        random_actions = self._rng.integers(0, self._num_actions, size=len(obs))
+        if legal is None:
+            random_actions = self._rng.integers(0, self._num_actions, size=len(obs))
+        else:  # uniform among the legal actions: the largest of a uniform draw per legal action
+            random_actions = np.argmax(np.where(legal, self._rng.random(legal.shape), -1.0), axis=-1)
         return np.where(explore, random_actions, greedy)
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
-        return np.argmax(self._q_values(obs), axis=-1)
+        return masked_argmax(self._q_values(obs), legal_actions(obs))
+
+
+def masked_argmax(values: np.ndarray, legal: np.ndarray | None) -> np.ndarray:
+    """argmax over the last axis [N, A] -> [N], among the legal actions (legal: bool [N, A], None: all)."""
+    return np.argmax(values if legal is None else np.where(legal, values, -np.inf), axis=-1)

@@ -40,7 +40,8 @@ def importance_sampling_beta(env_step: int, config: DQNConfig) -> float:
 def _make_replay(config: DQNConfig, env: EnvInfo, seed: int):
     """Uniform or prioritized; for frame-stacked observations, over frame refs (tfrl.frame_replay)."""
     stacked = env.frame_stack > 0
-    obs_shape, obs_dtype = ((), np.int64) if stacked else (env.obs_shape, env.obs_dtype)
+    observations = env.observations
+    obs_shape, obs_dtype = ((), np.int64) if stacked else (observations.row_shape, observations.numpy_dtype)
     if config.prioritized_replay:
         replay = PrioritizedReplay(config.replay_capacity, obs_shape, seed, config.priority_exponent,
                                    config.priority_epsilon, obs_dtype=obs_dtype)

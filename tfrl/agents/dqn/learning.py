@@ -5,7 +5,8 @@ Notation (Acme's): tm1 = "t minus 1", the transition's first step; t = its last.
     target = r_t + discount_t * Q_target(obs_t, a*) # [B]
     a* = argmax_a Q_online(obs_t, a)   (double DQN)  or  argmax_a Q_target(obs_t, a)
     loss = mean_B huber(target - q_tm1[a_tm1])
-discount_t already holds gamma^n and the termination mask (see tfrl.replay).
+discount_t already holds gamma^n and the termination mask (see tfrl.replay). Where the env masks actions
+(tfrl.observations), a* and the max range over obs_t's legal actions.
 """
 
 from __future__ import annotations
@@ -29,13 +30,20 @@ from tfrl.schedules import Schedule
 HUBER_DELTA = 1.0  # as in Mnih et al. 2015 ("error clipping") and SB3's smooth_l1_loss
 
 
-def td_targets(r_t, discount_t, q_t_target, q_t_online=None):
-    """r_t [B], discount_t [B], q_t_* [B, A] -> [B]. With q_t_online, the double-DQN target."""
+def td_targets(r_t, discount_t, q_t_target, q_t_online=None, legal_t=None):
+    """r_t [B], discount_t [B], q_t_* [B, A] -> [B]. With q_t_online, the double-DQN target. legal_t: bool [B, A],
+    the next state's legal actions (an action mask): a* and the max range over those only, and a state without
+    one (a last observation that nothing acts on) bootstraps from 0."""
+    if legal_t is not None:
+        q_t_online = None if q_t_online is None else tf.where(legal_t, q_t_online, tf.float32.min)
+        q_t_target = q_t_target if q_t_online is not None else tf.where(legal_t, q_t_target, tf.float32.min)
     if q_t_online is None:
         v_t = tf.reduce_max(q_t_target, axis=-1)
     else:
         a_star = tf.argmax(q_t_online, axis=-1, output_type=tf.int32)  # [B]
         v_t = tf.gather(q_t_target, a_star, axis=1, batch_dims=1)  # [B]
+    if legal_t is not None:
+        v_t = tf.where(tf.reduce_any(legal_t, axis=-1), v_t, 0.0)
     return r_t + discount_t * v_t
 
 
@@ -84,7 +92,6 @@ class DQNLearner:
         self.config = config
         self._placement = train_step.Placement(runtime)
         self.check_runtime(config, runtime)
-        self._obs_shape = tuple(env.obs_shape)
         with self._placement.scope():
             self.online = dqn_policy.make_q_network(config, env)
             self.target = dqn_policy.make_q_network(config, env, name="target_q_network")
@@ -95,7 +102,9 @@ class DQNLearner:
                                                          runtime.options.mixed_precision)
             # The run's total so far (the checkpoint key stays "gradient_steps").
             self.gradient_steps_done = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
-        fields = {"obs": (env.obs_shape, env.obs_dtype), "next_obs": (env.obs_shape, env.obs_dtype),
+        observations = env.observations
+        fields = {"obs": (observations.row_shape, observations.numpy_dtype),
+                  "next_obs": (observations.row_shape, observations.numpy_dtype),
                   "action": ((), tf.int32), "reward": ((), tf.float32), "discount": ((), tf.float32)}
         if config.prioritized_replay:  # importance-sampling weights in, |TD errors| out
             fields["weight"] = ((), tf.float32)
@@ -152,15 +161,16 @@ class DQNLearner:
         num_steps, batch_size = tf.shape(packed[0])[0], tf.shape(packed[0])[1]
         # Q_target(s_t) of all K batches at once: the target network does not change during the call, and the
         # values come from one large forward pass instead of K small ones.
-        q_t_target = tf.reshape(self.target(tf.reshape(batch["next_obs"], [-1, *self._obs_shape])),
+        q_t_target = tf.reshape(self.target(networks.merge_leading(networks.network_input(batch["next_obs"]))),
                                 [num_steps, batch_size, -1])  # [K, B, A]
         loss_sum, q_sum = tf.constant(0.0), tf.constant(0.0)
         flags, flagged_k = tf.constant(0), tf.constant(0)
         weighted = "weight" in batch
         td_errors = tf.TensorArray(tf.float32, size=num_steps)  # [K] of [B]; written with prioritized replay only
         for k in tf.range(num_steps):
-            step_batch = [batch["obs"][k], batch["action"][k], batch["reward"][k], batch["discount"][k],
-                          batch["next_obs"][k], q_t_target[k]] + ([batch["weight"][k]] if weighted else [])
+            step_batch = [networks.rows_at(batch["obs"], k), batch["action"][k], batch["reward"][k],
+                          batch["discount"][k], networks.rows_at(batch["next_obs"], k), q_t_target[k]]
+            step_batch += [batch["weight"][k]] if weighted else []
             grads, terms = self._batch_gradients(*step_batch)
             step_flags = train_step.apply_gradients(self.optimizer, grads, self.online.trainable_variables,
                                                     terms["loss"], terms["q_sum"])
@@ -177,10 +187,10 @@ class DQNLearner:
     def _gradients(self, obs_tm1, a_tm1, r_t, discount_t, obs_t, q_t_target, weights=None):
         """(loss-scaled gradients, {"loss", "q_mean": mean Q(s, a), "q_sum": sum of Q(s, .)}) of one batch [B];
         with importance-sampling weights [B] (prioritized replay), also "td_abs": |target - Q(s, a)| [B]."""
-        q_t_online = self.online(obs_t) if self.config.double_dqn else None
-        targets = td_targets(r_t, discount_t, q_t_target, q_t_online)  # [B]
+        q_t_online = self.online(networks.network_input(obs_t)) if self.config.double_dqn else None
+        targets = td_targets(r_t, discount_t, q_t_target, q_t_online, networks.legal_mask(obs_t))  # [B]
         with tf.GradientTape() as tape:
-            q_tm1 = self.online(obs_tm1, training=True)  # [B, A], float32 under every precision policy
+            q_tm1 = self.online(networks.network_input(obs_tm1), training=True)  # [B, A], float32 always
             loss, q_a = q_learning_loss(q_tm1, a_tm1, targets, weights)
             scaled_loss = self.optimizer.scale_loss(loss)
         grads = tape.gradient(scaled_loss, self.online.trainable_variables)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfrl import config as config_lib, networks
+from tfrl import networks
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
 from tfrl.export import ServingPolicy
@@ -16,17 +16,19 @@ ONLINE_KEY = "online"  # the online Q-network's key in DQNLearner.checkpoint_ite
 def make_q_network(config: DQNConfig, env: EnvInfo, name: str = "q_network"):
     """The Q-network of `config` for `env`'s observations and actions: what the learner trains, twice (online and
     target), and what the export restores."""
-    return networks.q_network(env.obs_shape, env.num_actions, config.hidden_sizes, config.dueling, name=name,
-                              layer_init=config.layer_init, obs_dtype=env.obs_dtype,
-                              torso=config_lib.resolved_torso(config.torso, env.obs_shape, env.obs_dtype))
+    return networks.q_network(env.observations, env.num_actions, config.hidden_sizes, config.dueling, name=name,
+                              layer_init=config.layer_init, torso=config.torso)
 
 
 def greedy_outputs(q_network):
-    """observation [B, *obs_shape] -> {"action": argmax_a Q(s, a) int64 [B], "q_values": Q(s, .) float32 [B, A]}."""
+    """observation [B, *obs_shape] (or a Dict observation's fields) -> {"action": argmax_a Q(s, a) int64 [B],
+    "q_values": Q(s, .) float32 [B, A]}; with an action mask, the argmax over the legal actions."""
 
     def outputs(observation):
-        q_values = q_network(observation, training=False)  # [B, A], float32 under every precision policy
-        return {"action": tf.argmax(q_values, axis=-1, output_type=tf.int64), "q_values": q_values}
+        q_values = q_network(networks.network_input(observation), training=False)  # [B, A], float32 always
+        legal = networks.legal_mask(observation)
+        scores = q_values if legal is None else tf.where(legal, q_values, tf.float32.min)
+        return {"action": tf.argmax(scores, axis=-1, output_type=tf.int64), "q_values": q_values}
 
     return outputs
 

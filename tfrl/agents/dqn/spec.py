@@ -4,25 +4,25 @@ from __future__ import annotations
 
 from tfrl import memory
 from tfrl.agents.core import AgentSpec
-from tfrl.config import resolved_torso
+from tfrl.config import field_torsos
 from tfrl.errors import UsageError
 
 
 def check_observations(config, env_info) -> None:
-    torso = resolved_torso(config.torso, env_info.obs_shape, env_info.obs_dtype)  # ConfigError if it cannot be
-    if torso != "mlp" and config.train_in_background:
-        raise UsageError(f"train_in_background: the {torso} torso's actor calls the live network, which a train "
+    cnn = [torso for torso in field_torsos(config.torso, env_info.observations).values() if torso != "mlp"]
+    if cnn and config.train_in_background:
+        raise UsageError(f"train_in_background: the {cnn[0]} torso's actor calls the live network, which a train "
                          "call in the background would change under it; set train_in_background=false")
 
 
 def convolves(config, env_info) -> bool:
-    return resolved_torso(config.torso, env_info.obs_shape, env_info.obs_dtype) != "mlp"
+    return any(torso != "mlp" for torso in field_torsos(config.torso, env_info.observations).values())
 
 
 def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
     """The replay (obs, next obs; action, reward, discount), the online and target Q-networks with Adam's slots,
     gradients, the mirror and the returned weights (8 copies), and the activations of K batches."""
-    torso = memory.torso(env_info.obs_shape, env_info.obs_dtype, config.torso)
+    torso = memory.torso(env_info.observations, config.torso)
     outputs = env_info.action_size + 1  # + 1: a dueling head's value
     parameters = torso.parameters + memory.mlp_parameters([torso.features, *config.hidden_sizes, outputs])
     rows = config.batch_size * config.gradient_steps_per_train

@@ -103,8 +103,8 @@ class PPOLearner:
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
             # A variable rather than an argument of the per-replica function, which shards its arguments.
             self._clip_range = tf.Variable(config.clip_range, dtype=tf.float32, trainable=False, name="clip_range")
-        self.obs_normalizer = normalization.make(config, env.obs_shape)  # the agent updates it while collecting
-        self.rows = ac_learning.rollout_rows(env.obs_shape, self.head, with_log_probs=True, obs_dtype=env.obs_dtype)
+        self.obs_normalizer = normalization.make(config, env.observations)  # the agent updates it while collecting
+        self.rows = ac_learning.rollout_rows(env.observations, self.head, with_log_probs=True)
         self.output = train_step.OutputLayout(METRICS, networks.acting_variables(self.network))
         self._batch_gradients = self._placement.batch_gradients(self._gradients)
         self.train_step = self._placement.compile(self._train_step, [

@@ -36,7 +36,8 @@ class SACAgent:
         self._mirror = networks.NumpySquashedActor(learner.actor)
         self.rng = np.random.default_rng(seed)  # acting
         self._noise_rng = np.random.default_rng([seed, 1])  # the learner's action noise
-        replay = UniformReplay(config.replay_capacity, env.obs_shape, seed, (self._size,), np.float32)
+        replay = UniformReplay(config.replay_capacity, env.observations.row_shape, seed, (self._size,), np.float32,
+                               obs_dtype=env.observations.numpy_dtype)
         self.training = ReplayTraining(learner, config, replay, self._apply)
         self._metrics: dict[str, float] = {}
         self._obs_normalizer = learner.obs_normalizer

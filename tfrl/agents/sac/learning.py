@@ -90,9 +90,11 @@ class SACLearner:
         self.target_entropy = float(-size if config.target_entropy is None else config.target_entropy)
         with self._placement.scope():
             self._build(config, env, size, runtime.options.mixed_precision)
-        self.obs_normalizer = normalization.make(config, env.obs_shape)  # the agent updates it while collecting
+        self.obs_normalizer = normalization.make(config, env.observations)  # the agent updates it while collecting
+        observations = env.observations
         self.rows = train_step.RowLayout({
-            "obs": (env.obs_shape, tf.float32), "next_obs": (env.obs_shape, tf.float32), "action": ((size,), tf.float32),
+            "obs": (observations.row_shape, observations.numpy_dtype),
+            "next_obs": (observations.row_shape, observations.numpy_dtype), "action": ((size,), tf.float32),
             "reward": ((), tf.float32), "discount": ((), tf.float32), "noise_next": ((size,), tf.float32),
             "noise": ((size,), tf.float32)})
         self.output = train_step.OutputLayout(METRICS, self.actor.trainable_variables)
@@ -102,11 +104,11 @@ class SACLearner:
             tf.TensorSpec([None, None, self.rows.width], tf.float32)])  # packed transitions and noise [K, B, F]
         self._call = train_step.concrete_call(self.train_step)
 
-    def _build(self, config: SACConfig, env: EnvInfo, size: int, precision: str) -> None:
+    def _build(self, config: SACConfig, env: EnvInfo, size: int, precision_policy: str) -> None:
         hidden = config.hidden_sizes
-        self.actor = networks.squashed_gaussian_actor(env.obs_shape, size, hidden)
-        self.critics = [networks.q_critic(env.obs_shape, size, hidden, f"q{i}") for i in (1, 2)]
-        self.targets = [networks.q_critic(env.obs_shape, size, hidden, f"q{i}_target") for i in (1, 2)]
+        self.actor = networks.squashed_gaussian_actor(env.observations, size, hidden)
+        self.critics = [networks.q_critic(env.observations, size, hidden, f"q{i}") for i in (1, 2)]
+        self.targets = [networks.q_critic(env.observations, size, hidden, f"q{i}_target") for i in (1, 2)]
         for target, critic in zip(self.targets, self.critics):
             target.set_weights(critic.get_weights())
         self.log_alpha = tf.Variable(math.log(config.initial_temperature), dtype=tf.float32, name="log_alpha")
@@ -116,7 +118,7 @@ class SACLearner:
         clip = config.max_grad_norm or None
         self.actor_optimizer, self.critic_optimizer, self.temperature_optimizer = (
             precision.built_optimizer(keras.optimizers.Adam(config.learning_rate, global_clipnorm=clip),
-                                        variables, precision)
+                                      variables, precision_policy)
             for variables in (self.actor.trainable_variables, self.critic_variables, [self.log_alpha]))
         self.gradient_steps_done = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
 
@@ -153,7 +155,7 @@ class SACLearner:
         sums = tf.zeros([len(METRICS)])
         flags, flagged_k = tf.constant(0), tf.constant(0)
         for k in tf.range(num_steps):
-            step_metrics, step_flags = self._gradient_step({name: value[k] for name, value in batch.items()})
+            step_metrics, step_flags = self._gradient_step({name: networks.rows_at(value, k) for name, value in batch.items()})
             sums += step_metrics
             flags, flagged_k = numerics.keep_first_flags(flags, flagged_k, step_flags, k)
         means = sums / tf.cast(tf.maximum(num_steps, 1), tf.float32)

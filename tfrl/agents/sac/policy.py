@@ -38,9 +38,9 @@ def serving_policy(config: SACConfig, env: EnvInfo, actor=None, obs_normalizatio
     ones to restore from a training checkpoint (ACTOR_KEY and tfrl.normalization.CHECKPOINT_KEY are their keys in
     SACLearner.checkpoint_items())."""
     if actor is None:
-        actor = networks.squashed_gaussian_actor(env.obs_shape, env.action_size, config.hidden_sizes)
+        actor = networks.squashed_gaussian_actor(env.observations, env.action_size, config.hidden_sizes)
     if obs_normalization is None:
-        obs_normalization = normalization.make_layer(config, env.obs_shape)
+        obs_normalization = normalization.make_layer(config, env.observations)
     outputs = normalization.in_front(obs_normalization, greedy_outputs(actor, env))
     return ServingPolicy(model=actor, outputs=outputs, observation_normalization=obs_normalization,
                          checkpoint_items={ACTOR_KEY: actor, **normalization.checkpoint_items(obs_normalization)})

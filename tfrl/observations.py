@@ -1,0 +1,229 @@
+"""What an observation is made of, and the one form tfrl stores and passes it in. Needs no TensorFlow.
+
+A flat env (a Box, Discrete, MultiDiscrete or MultiBinary observation) has one field, "observation": a batch
+is one array [N, *shape] (float32, or uint8 for images), as it always was.
+
+A Dict (or Tuple) env has one field per entry, keyed by name: nested Dicts become dotted keys ("arm.joints"),
+Tuple entries their index ("0", "1", ...). Each entry is converted once, in the env (StructuredObservation):
+float Boxes to float32, uint8 Boxes kept (HWC images), bool Boxes to uint8 images of 0 and 255 (3-D) or float32
+0/1 vectors, other integer Boxes to float32, Discrete to a one-hot float32 vector, MultiDiscrete to concatenated
+one-hots, MultiBinary to float32. A batch is then a NumPy structured array [N] whose fields are the entries, each
+with its own shape and dtype: replay buffers, rollouts, n-step buffers and checkpoints store it as they store any
+array, without copying the entries into one float array (an image entry stays uint8), and every field is read
+back by name (`fields`).
+
+An entry named "action_mask" (MASK_KEY; 1 = the action is legal, one entry per action) is the env's action mask:
+kept as uint8, never a network input, read by the agents that mask. An env with an `action_masks()` method
+(sb3-contrib's convention) gets one the same way: its observation becomes {"observation": ..., "action_mask":
+...} (MaskedObservation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Sequence
+
+import gymnasium as gym
+import numpy as np
+
+MASK_KEY = "action_mask"
+FLAT_KEY = "observation"  # the one field of a flat env, and the export's input name for it
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    key: str
+    shape: tuple[int, ...]
+    dtype: str  # "float32", or "uint8" (images, masks)
+
+    @property
+    def image(self) -> bool:
+        return self.dtype == "uint8" and len(self.shape) == 3 and self.key != MASK_KEY
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+
+@dataclasses.dataclass(frozen=True)
+class ObsSpec:
+    """The fields of an observation; `structured` when they come as a Dict (see the module docstring)."""
+
+    fields: tuple[Field, ...]
+    structured: bool = False
+
+    @classmethod
+    def flat(cls, shape: Sequence[int], dtype: str = "float32") -> ObsSpec:
+        return cls((Field(FLAT_KEY, tuple(shape), str(dtype)),))
+
+    @property
+    def inputs(self) -> tuple[Field, ...]:
+        """The fields networks read: all but the action mask."""
+        return tuple(field for field in self.fields if field.key != MASK_KEY)
+
+    @property
+    def mask(self) -> Field | None:
+        return next((field for field in self.fields if field.key == MASK_KEY), None)
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        """The dtype of a batch's rows: the structured dtype of the fields, or the one field's dtype."""
+        if not self.structured:
+            return np.dtype(self.fields[0].dtype)
+        return np.dtype([(field.key, field.dtype, field.shape) for field in self.fields])
+
+    @property
+    def row_shape(self) -> tuple[int, ...]:
+        """The shape of one row as stored: () for a structured row (its fields are inside its dtype)."""
+        return () if self.structured else self.fields[0].shape
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one observation as stored."""
+        return sum(field.size * np.dtype(field.dtype).itemsize for field in self.fields)
+
+    def fields_of(self, batch: np.ndarray) -> dict[str, np.ndarray]:
+        """{key: [*lead, *shape]} of a batch (views, no copy); lead = the batch's shape."""
+        if not self.structured:
+            return {FLAT_KEY: batch}
+        return {field.key: batch[field.key] for field in self.fields}
+
+    def empty(self, lead: Sequence[int]) -> np.ndarray:
+        """A zero batch of shape [*lead] rows."""
+        return np.zeros((*lead, *self.row_shape), self.numpy_dtype)
+
+    def to_json(self) -> list[dict]:
+        return [{"key": f.key, "shape": list(f.shape), "dtype": f.dtype} for f in self.fields]
+
+    @classmethod
+    def from_json(cls, fields: Sequence[Mapping[str, Any]]) -> ObsSpec:
+        return cls(tuple(Field(str(f["key"]), tuple(int(n) for n in f["shape"]), str(f["dtype"])) for f in fields),
+                   structured=True)
+
+
+def observation_dtype(space: gym.Space) -> np.dtype:
+    """How a non-Dict observation is stored and fed to the networks: uint8 Boxes (images) as uint8, 4x smaller
+    than float32 (the networks scale them to [0, 1]); everything else as float32."""
+    return np.dtype(np.uint8) if space.dtype == np.uint8 else np.dtype(np.float32)
+
+
+def observation_spec(space: gym.Space) -> ObsSpec:
+    """The fields of an adapted env's observations (tfrl.envs.adapted): a Dict's, or the one array's."""
+    if isinstance(space, gym.spaces.Dict):
+        return ObsSpec(structured_space_fields(space), structured=True)
+    return ObsSpec.flat(space.shape, observation_dtype(space).name)
+
+
+def structured_space_fields(space: gym.spaces.Dict | gym.spaces.Tuple) -> tuple[Field, ...]:
+    """The fields of a Dict or Tuple observation space, after StructuredObservation's conversions."""
+    return tuple(Field(key, converted.shape, converted.dtype.name) for key, (_, converted) in _entries(space, ""))
+
+
+def _entries(space, prefix: str):
+    """[(dotted key, (the entry's space, the space it is converted to))], depth first."""
+    if isinstance(space, gym.spaces.Dict):
+        items = space.spaces.items()
+    elif isinstance(space, gym.spaces.Tuple):
+        items = ((str(i), sub) for i, sub in enumerate(space.spaces))
+    else:
+        return [(prefix, (space, _converted_space(space, prefix)))]
+    entries = []
+    for name, sub in items:
+        entries += _entries(sub, f"{prefix}.{name}" if prefix else str(name))
+    return entries
+
+
+def _converted_space(space: gym.Space, key: str) -> gym.spaces.Box:
+    if key == MASK_KEY:
+        return gym.spaces.Box(0, 1, (gym.spaces.flatdim(space),), np.uint8)
+    if isinstance(space, gym.spaces.Box):
+        if space.dtype == np.uint8 or (space.dtype == np.bool_ and len(space.shape) == 3):
+            return gym.spaces.Box(0, 255, space.shape, np.uint8)
+        return gym.spaces.Box(-np.inf, np.inf, space.shape, np.float32)
+    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        return gym.spaces.Box(0.0, 1.0, (gym.spaces.flatdim(space),), np.float32)
+    raise ValueError(f"entry {key!r} has space {space}; tfrl takes Box, Discrete, MultiDiscrete, MultiBinary, "
+                     "Dict and Tuple entries")
+
+
+def _convert(space: gym.Space, key: str, value) -> np.ndarray:
+    if key == MASK_KEY:
+        return (np.asarray(value).reshape(-1) != 0).astype(np.uint8)
+    if isinstance(space, gym.spaces.Box):
+        if space.dtype == np.bool_ and len(space.shape) == 3:
+            return np.asarray(value, np.uint8) * np.uint8(255)
+        return np.asarray(value, np.uint8 if space.dtype == np.uint8 else np.float32)
+    return np.asarray(gym.spaces.flatten(space, value), np.float32)  # one-hot / concatenated one-hots / 0-1
+
+
+class StructuredObservation(gym.ObservationWrapper):
+    """A Dict or Tuple observation as a flat Dict of the converted entries, keyed by their dotted keys."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self._entries = _entries(env.observation_space, "")
+        self.observation_space = gym.spaces.Dict({key: converted for key, (_, converted) in self._entries})
+
+    def observation(self, observation):
+        return {key: _convert(space, key, _lookup(observation, key)) for key, (space, _) in self._entries}
+
+
+def _lookup(observation, key: str):
+    for part in key.split("."):
+        observation = observation[int(part) if isinstance(observation, tuple) else part]
+    return observation
+
+
+class MaskedObservation(gym.ObservationWrapper):
+    """An env with an action_masks() method: its observation becomes {"observation": obs, "action_mask": mask},
+    the mask taken after every reset and step (so that the last observation of an episode has its own)."""
+
+    def __init__(self, env: gym.Env, num_actions: int):
+        super().__init__(env)
+        self.observation_space = gym.spaces.Dict({FLAT_KEY: env.observation_space,
+                                                  MASK_KEY: gym.spaces.Box(0, 1, (num_actions,), np.uint8)})
+
+    def observation(self, observation):
+        mask = np.asarray(self.env.get_wrapper_attr("action_masks")()).reshape(-1)
+        return {FLAT_KEY: observation, MASK_KEY: (mask != 0).astype(np.uint8)}
+
+
+def to_batch(spec: ObsSpec, observations) -> np.ndarray:
+    """A vector env's observations (an array, or a dict of arrays [N, ...]) as one batch in tfrl's form: a copy
+    (vector envs reuse their buffers)."""
+    if not spec.structured:
+        return np.array(observations, dtype=spec.numpy_dtype)
+    first = observations[spec.fields[0].key]
+    batch = spec.empty((len(first),))
+    for field in spec.fields:
+        batch[field.key] = observations[field.key]
+    return batch
+
+
+def to_row(spec: ObsSpec, observation) -> np.ndarray:
+    """One env's observation (an array, or a dict of arrays) as one row of a batch."""
+    if not spec.structured:
+        return np.asarray(observation, dtype=spec.numpy_dtype)
+    row = spec.empty(())
+    for field in spec.fields:
+        row[field.key] = observation[field.key]
+    return row
+
+
+def legal_actions(batch: np.ndarray) -> np.ndarray | None:
+    """bool [N, A]: the legal actions of each row of a batch, None for observations without an action mask."""
+    names = batch.dtype.names
+    return batch[MASK_KEY].astype(bool) if names and MASK_KEY in names else None
+
+
+def check_some_action_is_legal(batch: np.ndarray, nvec: Sequence[int] = ()) -> None:
+    """ValueError naming the first row whose mask leaves no legal action (for MultiDiscrete masks, nvec: in some
+    dimension)."""
+    legal = legal_actions(batch)
+    if legal is None:
+        return
+    segments = np.split(legal, np.cumsum(nvec)[:-1], axis=-1) if nvec else [legal]
+    for segment in segments:
+        empty = np.flatnonzero(~segment.any(axis=-1))
+        if len(empty):
+            raise ValueError(f"env {int(empty[0])}'s {MASK_KEY} allows no action")
