@@ -54,12 +54,14 @@ class Agent:
                              f"(image agents: {', '.join(takers)})")
         if config is not None:
             self.spec.check_observations(config, env_info)
-        kind = "continuous" if env_info.continuous else "discrete"
+        kind = env_info.action_kind
         if kind not in self.spec.actions:
             others = [name for name in AGENT_NAMES if kind in get(name).spec.actions]
-            space = "Box" if env_info.continuous else "Discrete"
+            space = {"continuous": "Box", "discrete": "Discrete", "multi_discrete": "MultiDiscrete"}[kind]
+            reason = f" ({self.spec.refusals[kind]})" if kind in self.spec.refusals else ""
             raise UsageError(f"--agent={self.name} acts in {' and '.join(self.spec.actions)} action spaces; "
-                             f"{env_info.env_id} has {space} actions: use --agent={' or --agent='.join(others)}")
+                             f"{env_info.env_id} has {space} actions{reason}: use "
+                             f"--agent={' or --agent='.join(others)}")
 
     def check_memory(self, config, env_info, vector_mode: str = "sync") -> None:
         """UsageError if a run of `config` would need more memory than is available (tfrl.memory)."""

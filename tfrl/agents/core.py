@@ -92,7 +92,8 @@ class AgentSpec:
         learner   Learner(config, env_info, runtime, seed), with check_runtime(config, runtime)
         agent     Agent(learner, config, env_info, seed), with check_runtime(config, runtime)
         policy    the module whose serving_policy(config, env_info, ...) is the exported greedy policy
-    actions: the action spaces it acts in, "discrete" (Discrete) and/or "continuous" (Box).
+    actions: the action spaces it acts in: "discrete" (Discrete), "multi_discrete" (MultiDiscrete, MultiBinary),
+      "continuous" (Box). refusals: why it does not act in one of the others, where that needs saying.
     images: whether it takes uint8 (image) observations.
     check_observations(config, env_info): UsageError if `config` cannot take the env's observations.
     estimate_memory(config, env_info, vector_mode): {component: bytes} (tfrl.memory does the arithmetic).
@@ -106,6 +107,7 @@ class AgentSpec:
     policy: str
     estimate_memory: Callable[[Any, Any, str], dict[str, int]]
     actions: tuple[str, ...] = ("discrete",)
+    refusals: Mapping[str, str] = dataclasses.field(default_factory=dict)
     images: bool = True
     check_observations: Callable[[Any, Any], None] = _no_check
     convolves: Callable[[Any, Any], bool] = lambda config, env_info: False

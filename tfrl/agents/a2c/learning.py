@@ -24,16 +24,18 @@ from tfrl.envs import EnvInfo
 METRICS = ("loss", "policy_loss", "value_loss", "entropy", "grad_norm")
 
 
-def a2c_loss(head, policy_params, values, actions, advantages, returns, value_coef: float, entropy_coef: float):
-    """policy_params [B, P], values [B], actions [B], advantages [B], returns [B] -> (loss [], terms).
+def a2c_loss(head, policy_params, values, actions, advantages, returns, value_coef: float, entropy_coef: float,
+             legal=None):
+    """policy_params [B, P], values [B], actions [B], advantages [B], returns [B] -> (loss [], terms). legal: the
+    action mask (bool [B, A]), under which pi and its entropy range over the legal actions only.
 
     terms: {"policy_loss", "value_loss", "entropy"} (scalars; entropy is the batch mean, in nats).
     advantages and returns are constants: no gradient flows into them.
     """
     advantages = tf.stop_gradient(advantages)
-    policy_loss = -tf.reduce_mean(head.log_prob(policy_params, actions) * advantages)
+    policy_loss = -tf.reduce_mean(head.log_prob(policy_params, actions, legal) * advantages)
     value_loss = tf.reduce_mean(tf.square(tf.stop_gradient(returns) - values))
-    entropy = tf.reduce_mean(head.entropy(policy_params))
+    entropy = tf.reduce_mean(head.entropy(policy_params, legal))
     loss = policy_loss + value_coef * value_loss - entropy_coef * entropy
     return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
 
@@ -118,5 +120,6 @@ class A2CLearner:
         """(loss-scaled gradients, {"loss", "policy_loss", "value_loss", "entropy", "outputs_sum"}) of one batch."""
         return ac_learning.loss_gradients(
             self.network, self.optimizer, obs,
-            lambda policy_params, values: a2c_loss(self.head, policy_params, values, actions, advantages, returns,
-                                                   self.config.value_coef, self.config.entropy_coef))
+            lambda policy_params, values, legal: a2c_loss(self.head, policy_params, values, actions, advantages,
+                                                          returns, self.config.value_coef, self.config.entropy_coef,
+                                                          legal))

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfrl.agents.actor_critic.networks import masked_logits_numpy
 from tfrl.networks import NumpyActorCritic
+from tfrl.observations import legal_actions
 
 
 class ActorCriticActor:
@@ -25,8 +27,10 @@ class ActorCriticActor:
 
     def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """obs [N, ...] -> (actions [N] sampled from pi(.|obs), V(obs) [N], the policy params [N, P] they were
-        sampled from), from one forward pass. PPO's ratio needs log pi_old(a|s), which the params give."""
+        sampled from), from one forward pass. PPO's ratio needs log pi_old(a|s), which the params give. With an
+        action mask, the illegal actions' logits are -inf in the params: never sampled, probability 0."""
         policy_params, value = self._mirror(obs)
+        policy_params = masked_logits_numpy(policy_params, legal_actions(obs))
         return self._head.sample(self._rng, policy_params), value, policy_params
 
     def value(self, obs: np.ndarray) -> np.ndarray:
@@ -36,4 +40,4 @@ class ActorCriticActor:
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """The most likely actions, as the env takes them (a Gaussian's mean clipped to the Box): the policy that
         is evaluated and exported."""
-        return self._head.env_action(self._head.mode(self._mirror(obs)[0]))
+        return self._head.env_action(self._head.mode(masked_logits_numpy(self._mirror(obs)[0], legal_actions(obs))))

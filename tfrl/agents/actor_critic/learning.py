@@ -38,11 +38,12 @@ def normalized(advantages):
 
 
 def loss_gradients(network, optimizer, obs, loss_fn: Callable):
-    """(loss-scaled gradients, {"loss", *terms, "outputs_sum"}) of loss_fn(policy_params, values) -> (loss, terms)
-    on one batch (or one replica's shard) of observations."""
+    """(loss-scaled gradients, {"loss", *terms, "outputs_sum"}) of loss_fn(policy_params, values, legal) ->
+    (loss, terms) on one batch (or one replica's shard) of observations; legal: their action mask (bool [B, A]),
+    None without one."""
     with tf.GradientTape() as tape:
         policy_params, values = network(networks.network_input(obs), training=True)  # float32 always
-        loss, terms = loss_fn(policy_params, values)
+        loss, terms = loss_fn(policy_params, values, networks.legal_mask(obs))
         scaled_loss = optimizer.scale_loss(loss)
     # One scalar for the numeric guard: a NaN or Inf in any output survives the sum (and a replica mean).
     outputs_sum = tf.reduce_sum(policy_params) + tf.reduce_sum(values)

@@ -27,15 +27,19 @@ class CategoricalHead:
 
     # ---- in the graph (learner) ------------------------------------------------
 
-    def log_prob(self, logits, actions):
-        """logits [B, A] float32, actions [B] int32 -> log pi(a | s) [B]."""
-        log_pi = tf.nn.log_softmax(logits, axis=-1)  # [B, A]
+    def log_prob(self, logits, actions, legal=None):
+        """logits [B, A] float32, actions [B] int32 -> log pi(a | s) [B]. legal: bool [B, A], an action mask: pi
+        is the softmax over the legal actions only."""
+        log_pi = tf.nn.log_softmax(masked_logits(logits, legal), axis=-1)  # [B, A]
         return tf.gather(log_pi, actions, axis=1, batch_dims=1)
 
-    def entropy(self, logits):
-        """logits [B, A] -> H(pi(. | s)) = -sum_a pi(a) log pi(a) [B], in nats."""
-        log_pi = tf.nn.log_softmax(logits, axis=-1)
-        return -tf.reduce_sum(tf.exp(log_pi) * log_pi, axis=-1)
+    def entropy(self, logits, legal=None):
+        """logits [B, A] -> H(pi(. | s)) = -sum_a pi(a) log pi(a) [B], in nats (over the legal actions only)."""
+        if legal is None:
+            log_pi = tf.nn.log_softmax(logits, axis=-1)
+            return -tf.reduce_sum(tf.exp(log_pi) * log_pi, axis=-1)
+        log_pi = tf.nn.log_softmax(masked_logits(logits, legal), axis=-1)
+        return -tf.reduce_sum(tf.math.multiply_no_nan(log_pi, tf.exp(log_pi)), axis=-1)  # 0 log 0 = 0
 
     # ---- in NumPy (actor) ------------------------------------------------------
 
@@ -63,6 +67,71 @@ class CategoricalHead:
         return actions
 
 
+def masked_logits(logits, legal):
+    """logits with the illegal actions' at -inf (none without a mask), in the graph: softmax gives them 0."""
+    return logits if legal is None else tf.where(legal, logits, -np.inf)
+
+
+def masked_logits_numpy(logits: np.ndarray, legal: np.ndarray | None) -> np.ndarray:
+    """masked_logits in NumPy, for the actor: sampling, the greedy action and log pi_old see the legal actions."""
+    return logits if legal is None else np.where(legal, logits, -np.inf).astype(np.float32)
+
+
+class MultiCategoricalHead:
+    """A factorized categorical policy over MultiDiscrete (or MultiBinary) actions: one categorical per dimension,
+    independent given s, parameterized by their logits side by side [B, sum(nvec)].
+
+        log pi(a | s) = sum_d log softmax(logits_d)[a_d]        H(pi(. | s)) = sum_d H(softmax(logits_d))
+
+    An action mask has one entry per value of every dimension (sb3-contrib's MultiDiscrete convention).
+    """
+
+    def __init__(self, nvec, binary: bool = False):
+        self.nvec = tuple(int(n) for n in nvec)
+        self.num_params = sum(self.nvec)
+        self.binary = binary  # the env takes int8 0/1 (MultiBinary)
+        self._splits = np.cumsum(self.nvec)[:-1]
+        self.action_spec = tf.TensorSpec([None, len(self.nvec)], tf.int32, name="actions")  # [B, D]
+
+    # ---- in the graph (learner) ------------------------------------------------
+
+    def log_prob(self, logits, actions, legal=None):
+        """logits [B, sum(nvec)], actions [B, D] int32 -> log pi(a | s) [B]."""
+        parts = zip(tf.split(masked_logits(logits, legal), self.nvec, axis=-1), tf.unstack(actions, axis=-1))
+        return tf.add_n([tf.gather(tf.nn.log_softmax(part, axis=-1), a, axis=1, batch_dims=1) for part, a in parts])
+
+    def entropy(self, logits, legal=None):
+        """logits [B, sum(nvec)] -> the sum of the dimensions' entropies [B], in nats."""
+        entropies = []
+        for part in tf.split(masked_logits(logits, legal), self.nvec, axis=-1):
+            log_pi = tf.nn.log_softmax(part, axis=-1)
+            entropies.append(-tf.reduce_sum(tf.math.multiply_no_nan(log_pi, tf.exp(log_pi)), axis=-1))
+        return tf.add_n(entropies)
+
+    # ---- in NumPy (actor) ------------------------------------------------------
+
+    def sample(self, rng: np.random.Generator, logits: np.ndarray) -> np.ndarray:
+        """logits [N, sum(nvec)] -> actions [N, D] int32, each dimension drawn by the Gumbel-max trick."""
+        noisy = logits + rng.gumbel(size=logits.shape)
+        return np.stack([part.argmax(axis=-1) for part in np.split(noisy, self._splits, axis=-1)], -1).astype(np.int32)
+
+    def log_prob_numpy(self, logits: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        total = np.zeros(len(logits), np.float64)
+        for d, part in enumerate(np.split(np.asarray(logits, np.float64), self._splits, axis=-1)):
+            shifted = part - part.max(axis=-1, keepdims=True)
+            log_pi = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+            total += np.take_along_axis(log_pi, actions[:, d:d + 1].astype(np.intp), axis=-1)[:, 0]
+        return total.astype(np.float32)
+
+    def mode(self, logits: np.ndarray) -> np.ndarray:
+        """logits [N, sum(nvec)] -> the most likely value of each dimension [N, D] int32."""
+        return np.stack([part.argmax(axis=-1) for part in np.split(logits, self._splits, axis=-1)], -1).astype(np.int32)
+
+    def env_action(self, actions: np.ndarray) -> np.ndarray:
+        """What the env is given for actions [N, D]: int64 values (int8 0/1 for MultiBinary)."""
+        return actions.astype(np.int8 if self.binary else np.int64)
+
+
 LOG_2PI = float(np.log(2.0 * np.pi))
 
 
@@ -86,13 +155,13 @@ class GaussianHead:
 
     # ---- in the graph (learner) ------------------------------------------------
 
-    def log_prob(self, params, actions):
-        """params [B, 2D], actions [B, D] -> log pi(a | s) [B]."""
+    def log_prob(self, params, actions, legal=None):
+        """params [B, 2D], actions [B, D] -> log pi(a | s) [B] (Box actions have no mask: legal is None)."""
         mean, log_std = tf.split(params, 2, axis=-1)
         z = (actions - mean) * tf.exp(-log_std)
         return tf.reduce_sum(-0.5 * tf.square(z) - log_std - 0.5 * LOG_2PI, axis=-1)
 
-    def entropy(self, params):
+    def entropy(self, params, legal=None):
         """params [B, 2D] -> H(pi(. | s)) [B], in nats."""
         _, log_std = tf.split(params, 2, axis=-1)
         return tf.reduce_sum(0.5 + 0.5 * LOG_2PI + log_std, axis=-1)
@@ -118,9 +187,11 @@ class GaussianHead:
         return np.clip(actions, self.low, self.high).reshape(len(actions), *self.action_shape)
 
 
-def make_head(env: EnvInfo) -> CategoricalHead | GaussianHead:
+def make_head(env: EnvInfo) -> CategoricalHead | MultiCategoricalHead | GaussianHead:
     if env.continuous:
         return GaussianHead(env.action_shape, env.action_low, env.action_high)
+    if env.action_nvec:
+        return MultiCategoricalHead(env.action_nvec, env.binary_actions)
     return CategoricalHead(env.num_actions)
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfrl import normalization
+from tfrl import networks, normalization
 from tfrl.agents.actor_critic.config import ActorCriticConfig
-from tfrl.agents.actor_critic.networks import GaussianHead, make_head, make_network
+from tfrl.agents.actor_critic.networks import GaussianHead, MultiCategoricalHead, make_head, make_network
 from tfrl.envs import EnvInfo
 from tfrl.export import ServingPolicy
 
@@ -18,20 +18,31 @@ def greedy_outputs(network, head=None):
     """observation [B, *obs_shape] -> the mode of the policy (the greedy action the actor evaluates) and V(s):
 
     categorical head: {"action": argmax_a logits int64 [B], "logits": float32 [B, A], "value": float32 [B]}
+    MultiDiscrete:    {"action": each dimension's argmax int64 [B, D], "logits": float32 [B, sum(nvec)], "value"}
     Gaussian head:    {"action": the mean clipped to the Box, float32 [B, *action_shape], "mean": float32 [B, D],
                        "log_std": float32 [B, D], "value": float32 [B]}
+    With an action mask (Dict observations' action_mask), the argmax ranges over the legal actions only.
     """
     gaussian = isinstance(head, GaussianHead)
 
     def outputs(observation):
-        params, value = network(observation, training=False)  # float32 under every precision policy
+        params, value = network(networks.network_input(observation), training=False)  # float32 always
         if not gaussian:
-            return {"action": tf.argmax(params, axis=-1, output_type=tf.int64), "logits": params, "value": value}
+            legal = networks.legal_mask(observation)
+            scores = params if legal is None else tf.where(legal, params, tf.float32.min)
+            return {"action": _argmax(scores, head), "logits": params, "value": value}
         mean, log_std = tf.split(params, 2, axis=-1)
         action = tf.reshape(tf.clip_by_value(mean, head.low, head.high), [-1, *head.action_shape])
         return {"action": action, "mean": mean, "log_std": log_std, "value": value}
 
     return outputs
+
+
+def _argmax(scores, head):
+    if isinstance(head, MultiCategoricalHead):
+        return tf.stack([tf.argmax(part, axis=-1, output_type=tf.int64) for part in tf.split(scores, head.nvec, -1)],
+                        axis=-1)
+    return tf.argmax(scores, axis=-1, output_type=tf.int64)
 
 
 def serving_policy(config: ActorCriticConfig, env: EnvInfo, network=None, obs_normalization=None) -> ServingPolicy:

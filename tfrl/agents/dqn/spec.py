@@ -35,4 +35,6 @@ def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
 
 SPEC = AgentSpec("dqn", config="tfrl.agents.dqn.config:DQNConfig", learner="tfrl.agents.dqn.learning:DQNLearner",
                  agent="tfrl.agents.dqn.agent:DQNAgent", policy="tfrl.agents.dqn.policy",
-                 estimate_memory=estimate_memory, check_observations=check_observations, convolves=convolves)
+                 estimate_memory=estimate_memory, check_observations=check_observations, convolves=convolves,
+                 refusals={"multi_discrete": "a Q-function over every combination of the dimensions grows "
+                                             "exponentially, and factorized ones are a research topic"})

@@ -41,9 +41,10 @@ METRICS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fr
 
 
 def ppo_loss(head, policy_params, values, actions, advantages, returns, old_log_probs, clip_range,
-             value_coef: float, entropy_coef: float):
+             value_coef: float, entropy_coef: float, legal=None):
     """policy_params [B, P], values [B], actions [B], advantages [B], returns [B], old_log_probs [B],
-    clip_range [] -> (loss [], terms).
+    clip_range [] -> (loss [], terms). legal: the action mask (bool [B, A]): pi and its entropy range over the
+    legal actions only, as the actor's did.
 
     terms: {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"}, each a batch mean.
     approx_kl = mean((r - 1) - log r), an unbiased, non-negative estimate of KL(pi_old || pi) (SB3 logs the
@@ -51,12 +52,12 @@ def ppo_loss(head, policy_params, values, actions, advantages, returns, old_log_
     log-probabilities are constants: no gradient flows into them.
     """
     advantages, returns, old_log_probs = (tf.stop_gradient(x) for x in (advantages, returns, old_log_probs))
-    log_ratio = head.log_prob(policy_params, actions) - old_log_probs
+    log_ratio = head.log_prob(policy_params, actions, legal) - old_log_probs
     ratio = tf.exp(log_ratio)
     clipped_ratio = tf.clip_by_value(ratio, 1.0 - clip_range, 1.0 + clip_range)
     policy_loss = -tf.reduce_mean(tf.minimum(ratio * advantages, clipped_ratio * advantages))
     value_loss = tf.reduce_mean(tf.square(returns - values))
-    entropy = tf.reduce_mean(head.entropy(policy_params))
+    entropy = tf.reduce_mean(head.entropy(policy_params, legal))
     loss = policy_loss + value_coef * value_loss - entropy_coef * entropy
     approx_kl = tf.stop_gradient(tf.reduce_mean((ratio - 1.0) - log_ratio))
     clip_fraction = tf.reduce_mean(tf.cast(tf.abs(ratio - 1.0) > clip_range, tf.float32))
@@ -180,6 +181,6 @@ class PPOLearner:
         """(loss-scaled gradients, {"loss", terms of ppo_loss, "outputs_sum"}) of one minibatch (or shard)."""
         return ac_learning.loss_gradients(
             self.network, self.optimizer, obs,
-            lambda policy_params, values: ppo_loss(self.head, policy_params, values, actions, advantages, returns,
-                                                   old_log_probs, self._clip_range, self.config.value_coef,
-                                                   self.config.entropy_coef))
+            lambda policy_params, values, legal: ppo_loss(self.head, policy_params, values, actions, advantages,
+                                                          returns, old_log_probs, self._clip_range,
+                                                          self.config.value_coef, self.config.entropy_coef, legal))
