@@ -35,7 +35,8 @@ flags.DEFINE_integer("batch_timeout_micros", 0, "How long a batch may wait for m
 flags.DEFINE_integer("num_batch_threads", 1, "Model calls that may run at once.")
 flags.DEFINE_float("file_system_poll_wait_seconds", 1.0, "Seconds between scans for new versions; 0: no scans "
                    "after the first.")
-flags.DEFINE_integer("max_num_load_retries", 5, "Later scans at which a version that failed to load is tried again.")
+flags.DEFINE_integer("max_num_load_retries", 5, "Times a version that failed to load is tried again, after 1, 2, "
+                     "4, ... poll periods (and at once when its files change).")
 flags.DEFINE_string("version_labels", "", "Version labels for /labels/<label> URLs, e.g. stable=1,canary=2; "
                     "labelled versions stay loaded beside the latest.")
 flags.DEFINE_integer("max_request_bytes", 2 << 20, "Largest request body in bytes (413 above it); parsing a body "
@@ -44,9 +45,13 @@ flags.DEFINE_bool("allow_non_finite_inputs", False, "Accept NaN/Infinity in floa
                   "off: a 400.")
 flags.DEFINE_integer("max_rows_per_request", 10_000, "Rows one request may carry (400 above it): one request's "
                      "parsing holds the event loop, so this bounds how long it delays the others.")
-flags.DEFINE_integer("max_connections", 512, "Open client connections at most; more are closed at once (logged), "
-                     "so slow clients cannot use up the file descriptors.")
-flags.DEFINE_float("header_timeout_seconds", 10.0, "Time a client has to send a request's headers.")
+flags.DEFINE_integer("max_connections", 512, "Open client connections at most, so slow clients cannot use up the "
+                     "file descriptors; beyond it the connection waiting longest for its headers (else the longest "
+                     "idle) is closed to make room (logged).")
+flags.DEFINE_integer("max_pending_connections_per_client", 64, "Connections from one client IP without complete "
+                     "request headers, at most; beyond it that client's oldest such connection is closed (logged).")
+flags.DEFINE_float("header_timeout_seconds", 2.0, "Time a client has to send a request's headers, from the "
+                   "connection or the request's first byte.")
 flags.DEFINE_float("body_timeout_seconds", 30.0, "Time a client has to send a request's body (408 after it).")
 flags.DEFINE_float("graceful_shutdown_timeout_seconds", 30.0, "On SIGTERM, how long in-flight requests may take "
                    "to finish.")
@@ -56,6 +61,7 @@ FLAGS = flags.FLAGS
 
 def server_options():
     """ServerOptions from the flags, checked without TensorFlow."""
+    from tfrl.model_server.base_path import check_base_path
     from tfrl.model_server.options import BatchingOptions, ServerOptions, parse_version_labels
 
     if not FLAGS.model_name or not FLAGS.model_base_path:
@@ -64,6 +70,7 @@ def server_options():
     base_path = pathlib.Path(FLAGS.model_base_path)
     if not base_path.is_dir():
         raise UsageError(f"--model_base_path: directory {base_path} does not exist")
+    check_base_path(base_path)  # a version, run or models directory instead of the versions' one: say which to use
     if not 0 <= FLAGS.rest_api_port <= 65535:
         raise UsageError(f"--rest_api_port must be in [0, 65535], got {FLAGS.rest_api_port}")
     if not FLAGS.graceful_shutdown_timeout_seconds > 0 or not math.isfinite(FLAGS.graceful_shutdown_timeout_seconds):
@@ -78,6 +85,7 @@ def server_options():
         max_num_load_retries=FLAGS.max_num_load_retries, version_labels=parse_version_labels(FLAGS.version_labels),
         max_request_bytes=FLAGS.max_request_bytes, allow_non_finite_inputs=FLAGS.allow_non_finite_inputs,
         max_rows_per_request=FLAGS.max_rows_per_request, max_connections=FLAGS.max_connections,
+        max_pending_connections_per_client=FLAGS.max_pending_connections_per_client,
         header_timeout_seconds=FLAGS.header_timeout_seconds, body_timeout_seconds=FLAGS.body_timeout_seconds)
     options.check()
     return options
@@ -98,17 +106,25 @@ def main(argv):
         version, message = max(app.manager.load_errors().items())
         raise UsageError(f"no version under {options.model_base_path} loads; version {version}: {message}")
     if app.manager.latest is None:
-        logging.warning("no version under %s yet: predict answers 503 until one appears", options.model_base_path)
-    host, port = sock.getsockname()[:2]
-    print(f"serving model {options.model_name} (version {app.manager.latest}) at http://{host}:{port}/v1/models/"
-          f"{options.model_name}", flush=True)
+        from tfrl.model_server.base_path import waiting_message
+
+        logging.warning("%s", waiting_message(options.model_base_path))
 
     # uvicorn handles SIGTERM/SIGINT gracefully, then raises the signal again with the handler it found: this one,
     # so that a shutdown asked for ends with exit code 0 instead of death by signal.
     stopped_by = []
+    uvicorn_server = server.uvicorn_server(app, FLAGS.graceful_shutdown_timeout_seconds)
+
+    def stop(signum, frame):
+        stopped_by.append(signum)
+        uvicorn_server.should_exit = True  # a signal before uvicorn installs its own handlers: stop once started
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, frame: stopped_by.append(signum))
-    server.uvicorn_server(app, FLAGS.graceful_shutdown_timeout_seconds).run(sockets=[sock])
+        signal.signal(sig, stop)
+    host, port = sock.getsockname()[:2]
+    print(f"serving model {options.model_name} (version {app.manager.latest}) at http://{host}:{port}/v1/models/"
+          f"{options.model_name}", flush=True)
+    uvicorn_server.run(sockets=[sock])
     if stopped_by:
         print(f"stopped by {signal.Signals(stopped_by[0]).name} (graceful shutdown)", flush=True)
     sys.exit(0)

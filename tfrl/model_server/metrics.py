@@ -11,7 +11,8 @@ and four of tfrl's own show what dynamic batching did, what is running, and whic
     :tfrl:serving:model_calls{model_name, signature}                   counter of model calls
     :tfrl:serving:batch_size{model_name, signature}                    histogram of rows per model call
     :tfrl:serving:predicts_in_flight{model_name}                       gauge: predict requests being answered
-    :tfrl:serving:connections_closed{reason}                           counter: max_connections, header_timeout
+    :tfrl:serving:connections_closed{reason}                           counter: max_connections,
+                                                                       max_pending_per_client, header_timeout
 
 Everything is updated from the serving event loop only, so no locks. Written by
 hand: five metrics do not need prometheus_client.
@@ -57,7 +58,8 @@ class ServerMetrics:
             MODEL_CALLS: ("counter", "Model calls (one per batch when batching)."),
             BATCH_SIZE: ("histogram", "Rows per model call."),
             PREDICTS_IN_FLIGHT: ("gauge", "Predict requests routed to a version and not answered yet."),
-            CONNECTIONS_CLOSED: ("counter", "Client connections the server closed: over --max_connections, or "
+            CONNECTIONS_CLOSED: ("counter", "Client connections the server closed: to stay within "
+                                            "--max_connections or --max_pending_connections_per_client, or "
                                             "headers slower than --header_timeout_seconds."),
         }
         self._buckets = {REQUEST_LATENCY: LATENCY_BUCKETS_US, BATCH_SIZE: BATCH_SIZE_BUCKETS}

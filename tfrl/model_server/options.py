@@ -44,7 +44,8 @@ class ServerOptions:
     file_system_poll_wait_seconds: float = 1.0
     """Seconds between scans of model_base_path for new versions; 0 scans once, at start-up."""
     max_num_load_retries: int = 5
-    """A version that fails to load is tried again at this many later scans, then left in state END."""
+    """A version that fails to load is tried again this many times, after 1, 2, 4, ... poll periods (at most
+    5 minutes), then left in state END until its files change (which also retries it at once)."""
     version_labels: Mapping[str, int] = dataclasses.field(default_factory=dict)
     """Label -> version, e.g. {"stable": 1, "canary": 2}; labelled versions stay loaded beside the latest."""
     max_request_bytes: int = 2 << 20
@@ -57,10 +58,18 @@ class ServerOptions:
     """Rows (instances, or the inputs' first dimension) one request may carry; more is a 400. Parsing and
     answering a request holds the event loop: the cap bounds how long one request delays the others."""
     max_connections: int = 512
-    """Open client connections at most; a connection beyond it is closed at once (with a warning in the log),
-    so that slow or idle clients cannot use up the process's file descriptors."""
-    header_timeout_seconds: float = 10.0
-    """Time a client has to send a request's headers, from the connection or the request's first byte."""
+    """Open client connections at most, so that slow or idle clients cannot use up the process's file descriptors.
+    Beyond it room is made: the connection waiting longest for its request headers is closed, else the longest
+    idle keep-alive one; a new connection is closed only when all the others are answering requests or are new."""
+    max_pending_connections_per_client: int = 64
+    """Connections from one client IP that have not sent complete request headers, at most; beyond it that
+    client's oldest such connection is closed, so one host cannot take the whole connection budget. Connections
+    answering a request or idle between keep-alive requests do not count."""
+    header_timeout_seconds: float = 2.0
+    """Time a client has to send a request's headers, from the connection or the request's first byte. Headers are
+    one TCP segment sent right after the handshake: 2 s covers a 600 ms satellite round trip with that segment
+    lost once and resent (Linux's retransmission timeout is 200 ms + the round trip), and a slow client holds a
+    connection 5 times shorter than with the former 10 s (docs/reliability.md)."""
     body_timeout_seconds: float = 30.0
     """Time a client has to send a request's body once its headers are in; slower is a 408."""
 
@@ -74,7 +83,7 @@ class ServerOptions:
             raise UsageError(f"--max_num_load_retries must be >= 0, got {self.max_num_load_retries}")
         if self.max_request_bytes < 1:
             raise UsageError(f"--max_request_bytes must be >= 1, got {self.max_request_bytes}")
-        for name in ("max_rows_per_request", "max_connections"):
+        for name in ("max_rows_per_request", "max_connections", "max_pending_connections_per_client"):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name} must be >= 1, got {getattr(self, name)}")
         for name in ("header_timeout_seconds", "body_timeout_seconds"):

@@ -10,10 +10,16 @@ the next ones get the new one. The old version is then unloaded (state
 UNLOADING until its in-flight requests end, then END).
 
 A version that fails to load is reported (logged, and state END with the error in
-the status API) and the version served before keeps serving; it is tried again at
-the next max_num_load_retries scans, then left alone. Versions named by
---version_labels stay loaded beside the latest, for /labels/<label> requests.
-A version whose directory disappears is unloaded.
+the status API) and the version served before keeps serving; it is tried again up to
+max_num_load_retries times, after 1, 2, 4, ... poll periods (not at every scan), and
+at once whenever its files change. Versions named by --version_labels stay loaded
+beside the latest, for /labels/<label> requests. A version whose directory
+disappears is unloaded.
+
+The file system is only read in threads (the listing and the change checks in the
+scan thread, loads in the loading thread), never on the event loop: a huge or slow
+directory delays new versions, not requests. A version directory that is a symlink
+to a place outside the base path is refused (one warning) and never read.
 
 Version states are TF Serving's: START, LOADING, AVAILABLE, UNLOADING, END.
 """
@@ -25,6 +31,7 @@ import concurrent.futures
 import dataclasses
 import os
 import pathlib
+import time
 from typing import Callable
 
 import tensorflow as tf
@@ -37,37 +44,70 @@ from tfrl.model_server.options import ServerOptions
 from tfrl.model_server.signatures import Request, Signature, load_signatures, signature_defs_json
 
 
-_warned_names: set[str] = set()
+_warned_paths: set[str] = set()
+FINGERPRINT_MAX_ENTRIES = 256
+"""Entries files_fingerprint looks at, at most: a SavedModel has a dozen; a huge directory costs no more."""
+MAX_RETRY_DELAY_S = 300.0
+_now = time.monotonic  # the clock of the retry delays (tests replace it)
+
+
+def _warn_once(path: pathlib.Path, message: str, *args) -> None:
+    if str(path) not in _warned_paths:
+        _warned_paths.add(str(path))
+        logging.warning(message, path, *args)
 
 
 def version_numbers(base_path: pathlib.Path) -> list[int]:
-    """The integer version directories under base_path, ascending. Other names are ignored, as TF Serving does;
-    a name of digits that are not ASCII ("²", "١") is ignored with one warning."""
+    """The integer version directories under base_path, ascending (file system reads: call it off the event loop).
+    Other names are ignored, as TF Serving does; with one warning each, a name of digits that are not ASCII ("²",
+    "١"), and a symlink to a directory outside base_path (never read: it may be /usr)."""
+    base_path = pathlib.Path(base_path)
     try:
-        entries = [p for p in pathlib.Path(base_path).iterdir() if p.is_dir()]
+        entries = [p for p in base_path.iterdir() if p.name.isdigit() and p.is_dir()]
+        resolved_base = base_path.resolve()
     except OSError:
         return []
     versions = []
     for path in entries:
-        if path.name.isascii() and path.name.isdigit():
+        if not path.name.isascii():
+            _warn_once(path, "ignoring %s: a version directory's name must be ASCII digits")
+        elif path.is_symlink() and not path.resolve().is_relative_to(resolved_base):
+            _warn_once(path, "ignoring %s: a symlink to %s, outside --model_base_path %s (a version directory must "
+                       "be inside the base path)", path.resolve(), base_path)
+        else:
             versions.append(int(path.name))
-        elif path.name.isdigit() and path.name not in _warned_names:
-            _warned_names.add(path.name)
-            logging.warning("ignoring %s: a version directory's name must be ASCII digits", path)
     return sorted(versions)
 
 
 def files_fingerprint(path: pathlib.Path) -> tuple:
-    """(files, bytes, newest mtime) of everything under path: it changes while a version is being copied in."""
+    """(entries, bytes, newest mtime) of the version directory and two levels below it, symlinks not followed, at
+    most FINGERPRINT_MAX_ENTRIES entries: it changes while a version is being copied in (saved_model.pb, then
+    variables/ and its files), and costs a few stats however large the directory is."""
     count, size, newest = 0, 0, 0.0
-    for root, _, names in os.walk(path):
-        for name in names:
-            try:
-                stat = os.stat(os.path.join(root, name))
-            except OSError:
-                continue
-            count, size, newest = count + 1, size + stat.st_size, max(newest, stat.st_mtime)
+    directories = [(str(path), 0)]
+    while directories and count < FINGERPRINT_MAX_ENTRIES:
+        directory, depth = directories.pop()
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    stat = entry.stat(follow_symlinks=False)
+                    count, size, newest = count + 1, size + stat.st_size, max(newest, stat.st_mtime)
+                    if depth < 1 and entry.is_dir(follow_symlinks=False):
+                        directories.append((entry.path, depth + 1))
+                    if count >= FINGERPRINT_MAX_ENTRIES:
+                        break
+        except OSError:
+            continue
     return count, size, newest
+
+
+def _load_and_fingerprint(loader: Callable[[pathlib.Path], "LoadedModel"], path: pathlib.Path):
+    """In the loading thread: the fingerprint first (files changed during the load differ from it: tried again)."""
+    fingerprint = files_fingerprint(path)
+    try:
+        return loader(path), fingerprint, None
+    except Exception as error:
+        return None, fingerprint, error
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +173,7 @@ class VersionStatus:
     error_message: str = ""
     failed_loads: int = 0
     files: tuple | None = None  # files_fingerprint of the version at its last failed load
+    retry_at: float = 0.0  # _now() from when a failed version may be tried again
 
     def to_json(self, version: int) -> dict:
         return {"version": str(version), "state": self.state,
@@ -153,6 +194,7 @@ class VersionManager:
         self._statuses: dict[int, VersionStatus] = {}
         self._latest: int | None = None
         self._load_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="model-load")
+        self._scan_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="model-scan")
         self._scan_lock: asyncio.Lock | None = None
         self._poller: asyncio.Task | None = None
 
@@ -173,10 +215,13 @@ class VersionManager:
         if self._scan_lock is None:
             self._scan_lock = asyncio.Lock()
         async with self._scan_lock:
-            present = version_numbers(self.options.model_base_path)
+            failed = [version for version, status in self._statuses.items() if status.failed_loads]
+            present, fingerprints = await asyncio.get_running_loop().run_in_executor(
+                self._scan_thread, self._look_at_base_path, failed)
+            self._retry_changed(fingerprints)
             latest = None
             for version in reversed(present):  # the highest that is loaded or loads; failures fall through
-                if version in self._available or (not self._gave_up(version) and await self._load(version)):
+                if version in self._available or (self._may_try(version) and await self._load(version)):
                     latest = version
                     break
             if latest != self._latest:
@@ -184,50 +229,72 @@ class VersionManager:
             self._latest = latest  # the swap: requests routed from now on get this version
             labelled = {v for v in self.options.version_labels.values() if v in present}
             for version in sorted(labelled - self._available.keys()):
-                if not self._gave_up(version):
+                if self._may_try(version):
                     await self._load(version)
-            for version in sorted(self._available.keys() - labelled - {latest}):
-                served = self._available.pop(version)
-                self._statuses[version].state = "UNLOADING"
-                self._unloading.append(served)
-            for served in [s for s in self._unloading if s.in_flight == 0]:
-                self._unloading.remove(served)
-                self._statuses[served.version].state = "END"
-                logging.info("model %s: version %d unloaded", self.name, served.version)
+            self._unload_all_but(labelled | {latest})
 
-    def _gave_up(self, version: int) -> bool:
-        """True once a version failed max_num_load_retries + 1 times, until its files change (a version copied
-        in non-atomically fails while it is incomplete; once it is complete it is tried again)."""
+    def _look_at_base_path(self, failed: list[int]) -> tuple[list[int], dict[int, tuple]]:
+        """In the scan thread: the versions present, and the fingerprints of those among them that failed to load."""
+        base_path = pathlib.Path(self.options.model_base_path)
+        present = version_numbers(base_path)
+        return present, {v: files_fingerprint(base_path / str(v)) for v in failed if v in present}
+
+    def _retry_changed(self, fingerprints: dict[int, tuple]) -> None:
+        """A failed version whose files changed since is tried again at once, with its retries back (a version
+        copied in non-atomically fails while it is incomplete; once it is complete it loads)."""
+        for version, fingerprint in fingerprints.items():
+            status = self._statuses[version]
+            if fingerprint != status.files:
+                logging.info("model %s: the files of version %d changed since it failed to load: trying again",
+                             self.name, version)
+                status.failed_loads, status.retry_at = 0, 0.0
+
+    def _may_try(self, version: int) -> bool:
+        """False for a failed version until its retry delay has passed, and for good after max_num_load_retries
+        retries (until its files change)."""
         status = self._statuses.get(version)
-        if status is None or status.failed_loads <= self.options.max_num_load_retries:
-            return False
-        if files_fingerprint(pathlib.Path(self.options.model_base_path) / str(version)) != status.files:
-            logging.info("model %s: the files of version %d changed since it failed to load: trying again",
-                         self.name, version)
-            status.failed_loads = 0
-            return False
-        return True
+        if status is None or status.failed_loads == 0:
+            return True
+        return status.failed_loads <= self.options.max_num_load_retries and _now() >= status.retry_at
+
+    def _unload_all_but(self, kept: set) -> None:
+        for version in sorted(self._available.keys() - kept):
+            served = self._available.pop(version)
+            self._statuses[version].state = "UNLOADING"
+            self._unloading.append(served)
+        for served in [s for s in self._unloading if s.in_flight == 0]:
+            self._unloading.remove(served)
+            self._statuses[served.version].state = "END"
+            logging.info("model %s: version %d unloaded", self.name, served.version)
 
     async def _load(self, version: int) -> bool:
         status = self._statuses.setdefault(version, VersionStatus())
         status.state = "LOADING"
         path = pathlib.Path(self.options.model_base_path) / str(version)
-        try:
-            model = await asyncio.get_running_loop().run_in_executor(self._load_thread, self._loader, path)
-        except Exception as error:
-            status.failed_loads += 1
-            status.files = files_fingerprint(path)
-            status.state, status.error_code, status.error_message = "END", errors.tf_error_code_name(error), (
-                f"failed to load {path}: {_one_line(error)}")
-            logging.error("model %s: version %d failed to load (attempt %d of %d; the served version is %s): %s",
-                          self.name, version, status.failed_loads, self.options.max_num_load_retries + 1,
-                          self._latest, _one_line(error))
+        model, status.files, error = await asyncio.get_running_loop().run_in_executor(
+            self._load_thread, _load_and_fingerprint, self._loader, path)
+        if error is not None:
+            self._load_failed(version, status, path, error)
             return False
         self._available[version] = ServedVersion(version, model, self.options, self._threads, self._metrics)
-        status.state, status.error_code, status.error_message = "AVAILABLE", "OK", ""
+        status.state, status.error_code, status.error_message, status.failed_loads = "AVAILABLE", "OK", "", 0
         logging.info("model %s: version %d loaded (signatures: %s)", self.name, version,
                      ", ".join(sorted(model.signatures)))
         return True
+
+    def _load_failed(self, version: int, status: VersionStatus, path: pathlib.Path, error: Exception) -> None:
+        status.failed_loads += 1
+        # Retries back off (1, 2, 4, ... poll periods): a broken version is not loaded again at every scan.
+        delay_s = min(MAX_RETRY_DELAY_S, self.options.file_system_poll_wait_seconds * 2 ** (status.failed_loads - 1))
+        status.retry_at = _now() + delay_s
+        status.state, status.error_code, status.error_message = "END", errors.tf_error_code_name(error), (
+            f"failed to load {path}: {_one_line(error)}")
+        retries_left = self.options.max_num_load_retries + 1 - status.failed_loads
+        next_try = (f"next try in {delay_s:g} s, or when its files change" if retries_left > 0 else
+                    "no more tries until its files change")
+        logging.error("model %s: version %d failed to load (attempt %d of %d, %s; the served version is %s): %s",
+                      self.name, version, status.failed_loads, self.options.max_num_load_retries + 1, next_try,
+                      self._latest, _one_line(error))
 
     async def start_polling(self) -> None:
         if self.options.file_system_poll_wait_seconds > 0 and self._poller is None:
@@ -250,6 +317,7 @@ class VersionManager:
                 pass
             self._poller = None
         self._load_thread.shutdown(wait=False, cancel_futures=True)
+        self._scan_thread.shutdown(wait=False, cancel_futures=True)
 
     # -- routing ---------------------------------------------------------------------------------------------------
     def _labelled_version(self, label: str) -> int:
