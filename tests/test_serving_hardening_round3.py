@@ -261,19 +261,21 @@ def test_a_base_path_one_level_off_is_one_line_naming_the_right_one(tmp_path):
     (tmp_path / "empty").mkdir()
     waiting = _serve("--model_base_path=empty", cwd=tmp_path)
     processes = [_serve(f"--model_base_path={path}", cwd=tmp_path) for path, _ in cases]
-    for process, (path, expected) in zip(processes, cases):
-        _, stderr = process.communicate(timeout=120)
-        assert process.returncode == 2, (path, stderr[-2000:])
-        assert "Traceback" not in stderr
-        assert stderr.strip().splitlines()[-1].startswith(f"serve.py: error: {expected}"), (path, stderr[-1000:])
     try:
+        for process, (path, expected) in zip(processes, cases):
+            _, stderr = process.communicate(timeout=120)
+            assert process.returncode == 2, (path, stderr[-2000:])
+            assert "Traceback" not in stderr
+            assert stderr.strip().splitlines()[-1].startswith(f"serve.py: error: {expected}"), (path, stderr[-1000:])
         line = waiting.stdout.readline()  # an empty base path may get versions later: it serves and waits
         assert line.startswith("serving model m (version None)"), (line, waiting.stderr.read())
         waiting.terminate()  # at once: a SIGTERM before uvicorn's own handlers are in stops it too
         stdout, stderr = waiting.communicate(timeout=60)
     finally:
-        if waiting.poll() is None:
-            waiting.kill()
+        for process in [waiting, *processes]:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
     assert waiting.returncode == 0 and "stopped by SIGTERM" in stdout, (waiting.returncode, stderr[-2000:])
     assert "no version under empty yet: waiting for an integer version directory such as empty/1/saved_model.pb" \
         in stderr, stderr[-2000:]
