@@ -35,11 +35,8 @@ class CategoricalHead:
 
     def entropy(self, logits, legal=None):
         """logits [B, A] -> H(pi(. | s)) = -sum_a pi(a) log pi(a) [B], in nats (over the legal actions only)."""
-        if legal is None:
-            log_pi = tf.nn.log_softmax(logits, axis=-1)
-            return -tf.reduce_sum(tf.exp(log_pi) * log_pi, axis=-1)
         log_pi = tf.nn.log_softmax(masked_logits(logits, legal), axis=-1)
-        return -tf.reduce_sum(tf.math.multiply_no_nan(log_pi, tf.exp(log_pi)), axis=-1)  # 0 log 0 = 0
+        return -tf.reduce_sum(tf.exp(log_pi) * log_pi, axis=-1)
 
     # ---- in NumPy (actor) ------------------------------------------------------
 
@@ -67,14 +64,19 @@ class CategoricalHead:
         return actions
 
 
+# An illegal action's logit: softmax gives it exactly 0 in float32, and unlike -inf it keeps every term of the
+# entropy and its gradient finite (0 * -1e8 = 0, where 0 * -inf is NaN). sb3-contrib's MaskablePPO uses the same.
+MASKED_LOGIT = -1e8
+
+
 def masked_logits(logits, legal):
-    """logits with the illegal actions' at -inf (none without a mask), in the graph: softmax gives them 0."""
-    return logits if legal is None else tf.where(legal, logits, -np.inf)
+    """logits with the illegal actions' at MASKED_LOGIT (none without a mask), in the graph."""
+    return logits if legal is None else tf.where(legal, logits, MASKED_LOGIT)
 
 
 def masked_logits_numpy(logits: np.ndarray, legal: np.ndarray | None) -> np.ndarray:
     """masked_logits in NumPy, for the actor: sampling, the greedy action and log pi_old see the legal actions."""
-    return logits if legal is None else np.where(legal, logits, -np.inf).astype(np.float32)
+    return logits if legal is None else np.where(legal, logits, MASKED_LOGIT).astype(np.float32)
 
 
 class MultiCategoricalHead:
@@ -105,7 +107,7 @@ class MultiCategoricalHead:
         entropies = []
         for part in tf.split(masked_logits(logits, legal), self.nvec, axis=-1):
             log_pi = tf.nn.log_softmax(part, axis=-1)
-            entropies.append(-tf.reduce_sum(tf.math.multiply_no_nan(log_pi, tf.exp(log_pi)), axis=-1))
+            entropies.append(-tf.reduce_sum(tf.exp(log_pi) * log_pi, axis=-1))
         return tf.add_n(entropies)
 
     # ---- in NumPy (actor) ------------------------------------------------------

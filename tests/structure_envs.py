@@ -1,0 +1,133 @@
+"""Envs with structure for the tests of Dict observations, action masks and their faults (registered when imported:
+--env=structure_envs:<Id>, with tests/ on the Python path)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+from tfrl import image_envs
+
+
+class Everything(gym.Env):
+    """One step of every observation entry kind tfrl converts: nested Dict, Tuple, Discrete, MultiDiscrete,
+    MultiBinary, float64, int and bool Boxes, a uint8 image and a bool image."""
+
+    observation_space = gym.spaces.Dict({
+        "arm": gym.spaces.Dict({"joints": gym.spaces.Box(-1, 1, (3,), np.float64), "grip": gym.spaces.Discrete(3)}),
+        "pair": gym.spaces.Tuple((gym.spaces.MultiDiscrete([2, 3]), gym.spaces.MultiBinary(2))),
+        "count": gym.spaces.Box(0, 10, (1,), np.int64),
+        "camera": gym.spaces.Box(0, 255, (6, 5, 3), np.uint8),
+        "grid": gym.spaces.Box(0, 1, (4, 4, 1), np.bool_),
+    })
+    action_space = gym.spaces.Discrete(2)
+
+    def _obs(self):
+        return {"arm": {"joints": np.array([0.5, -0.25, 1.0]), "grip": 2},
+                "pair": (np.array([1, 2]), np.array([1, 0], np.int8)), "count": np.array([7]),
+                "camera": np.full((6, 5, 3), 9, np.uint8), "grid": np.eye(4, dtype=bool)[:, :, None]}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._obs(), {}
+
+    def step(self, action):
+        return self._obs(), 0.0, True, False, {}
+
+
+class DictPendulum(gym.Wrapper):
+    """Pendulum with its observation split into {"angle": cos and sin, "speed": the angular velocity}."""
+
+    def __init__(self):
+        super().__init__(gym.make("Pendulum-v1"))
+        self.observation_space = gym.spaces.Dict({"angle": gym.spaces.Box(-1, 1, (2,), np.float32),
+                                                  "speed": gym.spaces.Box(-8, 8, (1,), np.float32)})
+
+    def _split(self, obs):
+        return {"angle": obs[:2].astype(np.float32), "speed": obs[2:].astype(np.float32)}
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return self._split(obs), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return self._split(obs), reward, terminated, truncated, info
+
+
+class CatchWithClock(gym.Wrapper):
+    """tfrl/Catch-v0 with its board as an image field beside a vector field: {"board": uint8 HWC, "clock"}."""
+
+    def __init__(self):
+        super().__init__(image_envs.Catch())
+        self.observation_space = gym.spaces.Dict({"board": self.env.observation_space,
+                                                  "clock": gym.spaces.Box(0, 1, (1,), np.float32)})
+        self._t = 0
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self._t = 0
+        return {"board": obs, "clock": np.zeros(1, np.float32)}, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._t += 1
+        return {"board": obs, "clock": np.full(1, self._t / 10, np.float32)}, reward, terminated, truncated, info
+
+
+class MethodMaskedCorridor(gym.Env):
+    """A corridor of 6 cells, Discrete(3) actions (0 left, 1 right, 2 stay) and a Box observation (one-hot), whose
+    legal actions come from an action_masks() method (sb3-contrib's convention): never left at the wall, never
+    stay. Reward +1 at the goal (the end), -0.05 per other step; 20 steps at most."""
+
+    observation_space = gym.spaces.Box(0, 1, (6,), np.float32)
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self, no_legal_at: int = 0):
+        self._position = self._steps = 0
+        self._no_legal_at = no_legal_at  # a step from which no action is legal (0: never)
+
+    def action_masks(self) -> np.ndarray:
+        if self._no_legal_at and self._steps >= self._no_legal_at:
+            return np.zeros(3, bool)
+        return np.array([self._position > 0, True, False])
+
+    def _obs(self):
+        return np.eye(6, dtype=np.float32)[self._position]
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._position = self._steps = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        if not self.action_masks()[int(action)]:
+            raise ValueError(f"illegal action {action} at position {self._position}")
+        self._position = max(0, self._position + (1 if int(action) == 1 else -1))
+        self._steps += 1
+        done = self._position == 5
+        return self._obs(), 1.0 if done else -0.05, done, self._steps >= 20 and not done, {}
+
+
+class ChangingKeys(gym.Env):
+    """A Dict observation whose keys change at the 5th step (an env bug tfrl reports, naming the env step)."""
+
+    observation_space = gym.spaces.Dict({"a": gym.spaces.Box(0, 1, (2,), np.float32)})
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._steps = 0
+        return {"a": np.zeros(2, np.float32)}, {}
+
+    def step(self, action):
+        self._steps += 1
+        obs = {"a": np.zeros(2, np.float32)} if self._steps < 5 else {"b": np.zeros(2, np.float32)}
+        return obs, 0.0, False, False, {}
+
+
+gym.register(id="Everything-v0", entry_point=Everything)
+gym.register(id="DictPendulum-v0", entry_point=DictPendulum)
+gym.register(id="CatchWithClock-v0", entry_point=CatchWithClock)
+gym.register(id="MethodMaskedCorridor-v0", entry_point=MethodMaskedCorridor)
+gym.register(id="ChangingKeys-v0", entry_point=ChangingKeys)
