@@ -101,7 +101,8 @@ class RowLayout:
         """The tensors' specs, with batch_dims leading dimensions of any size."""
         lead = [None] * batch_dims
         return [tf.TensorSpec([*lead, self.width], tf.float32, name="rows")] + [
-            tf.TensorSpec([*lead, *shape], dtype, name=_spec_name(name)) for name, (shape, dtype) in self._separate.items()]
+            tf.TensorSpec([*lead, *shape], dtype, name=_spec_name(name))
+            for name, (shape, dtype) in self._separate.items()]
 
     def pack(self, arrays: Mapping[str, np.ndarray], batch_dims: int) -> tuple[np.ndarray, ...]:
         """{name: [*lead, *shape]} -> (float32 [*lead, width], *uint8 fields); lead = the first batch_dims dims."""

@@ -28,7 +28,7 @@ class ActorCriticActor:
     def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """obs [N, ...] -> (actions [N] sampled from pi(.|obs), V(obs) [N], the policy params [N, P] they were
         sampled from), from one forward pass. PPO's ratio needs log pi_old(a|s), which the params give. With an
-X
+        action mask, the illegal actions' logits are MASKED_LOGIT in the params: never sampled, probability 0."""
         policy_params, value = self._mirror(obs)
         policy_params = masked_logits_numpy(policy_params, legal_actions(obs))
         return self._head.sample(self._rng, policy_params), value, policy_params

@@ -155,7 +155,8 @@ class SACLearner:
         sums = tf.zeros([len(METRICS)])
         flags, flagged_k = tf.constant(0), tf.constant(0)
         for k in tf.range(num_steps):
-            step_metrics, step_flags = self._gradient_step({name: networks.rows_at(value, k) for name, value in batch.items()})
+            step_batch = {name: networks.rows_at(value, k) for name, value in batch.items()}
+            step_metrics, step_flags = self._gradient_step(step_batch)
             sums += step_metrics
             flags, flagged_k = numerics.keep_first_flags(flags, flagged_k, step_flags, k)
         means = sums / tf.cast(tf.maximum(num_steps, 1), tf.float32)

@@ -16,8 +16,8 @@ def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
     rows = config.batch_size * config.gradient_steps_per_train
     return {"envs": memory.envs_bytes(config.num_envs, vector_mode),
             "replay": memory.replay_bytes(config.replay_capacity, env_info, extra_floats=size + 2),
-            "networks": memory.networks_bytes(parameters, copies=6, rows=rows, activations_per_row=sum(hidden) + obs_size,
-                                              passes=12)}
+            "networks": memory.networks_bytes(parameters, copies=6, rows=rows,
+                                              activations_per_row=sum(hidden) + obs_size, passes=12)}
 
 
 SPEC = AgentSpec("sac", config="tfrl.agents.sac.config:SACConfig", learner="tfrl.agents.sac.learning:SACLearner",
