@@ -133,6 +133,22 @@ def test_loading_a_saved_model_whose_variables_are_not_finite_is_refused(tmp_pat
     assert "\n" not in str(raised.value) and str(tmp_path / "1") in str(raised.value)
 
 
+def test_the_model_server_refuses_a_saved_model_whose_variables_are_not_finite(tmp_path):
+    from tfrl.model_server import versions
+
+    module = _NaNPolicy()
+    tf.saved_model.save(module, str(tmp_path / "1"), signatures={"serving_default": module.serve})
+    with pytest.raises(ValueError, match=r"variable 'policy_weights' holds NaN or Inf"):
+        versions.load_saved_model(tmp_path / "1")
+    env = dict(os.environ)
+    env.pop("KERAS_BACKEND", None)
+    completed = subprocess.run([sys.executable, "-m", "tfrl", "serve", "--model_name=m",
+                                f"--model_base_path={tmp_path}", "--rest_api_port=0"], capture_output=True, text=True,
+                               env=env, timeout=120)
+    assert completed.returncode == 2, completed.stderr[-2000:]
+    assert "no version under" in completed.stderr and "holds NaN or Inf" in completed.stderr
+
+
 # --- 2. non-finite transitions are refused as they enter the replay -------------------------------
 
 def _transitions(n=3, obs_dim=2, float_actions=False):

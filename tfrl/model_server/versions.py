@@ -42,6 +42,7 @@ from tfrl.model_server.batching import Batcher, ModelThreads
 from tfrl.model_server.metrics import ServerMetrics
 from tfrl.model_server.options import ServerOptions
 from tfrl.model_server.signatures import Request, Signature, load_signatures, signature_defs_json
+from tfrl.serving import non_finite_variable
 
 
 _warned_paths: set[str] = set()
@@ -120,8 +121,12 @@ class LoadedModel:
 
 
 def load_saved_model(path: pathlib.Path) -> LoadedModel:
-    """Loads a version directory (in the loading thread). Raises what TF raises for a broken SavedModel."""
+    """Loads a version directory (in the loading thread). Raises what TF raises for a broken SavedModel, and
+    ValueError for one whose variables hold NaN or Inf (its every answer would be garbage)."""
     saved_model = tf.saved_model.load(str(path))
+    bad = non_finite_variable(saved_model)
+    if bad is not None:
+        raise ValueError(f"variable {bad!r} holds NaN or Inf")
     signatures = load_signatures(saved_model)
     for signature in signatures.values():
         try:
