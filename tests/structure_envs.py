@@ -83,13 +83,16 @@ class MethodMaskedCorridor(gym.Env):
     observation_space = gym.spaces.Box(0, 1, (6,), np.float32)
     action_space = gym.spaces.Discrete(3)
 
-    def __init__(self, no_legal_at: int = 0):
+    def __init__(self, no_legal_at: int = 0, bad_mask_at: int = 0, bad_mask: str = "short"):
         self._position = self._steps = 0
         self._no_legal_at = no_legal_at  # a step from which no action is legal (0: never)
+        self._bad_mask_at, self._bad_mask = bad_mask_at, bad_mask  # a step from which the mask is malformed
 
     def action_masks(self) -> np.ndarray:
         if self._no_legal_at and self._steps >= self._no_legal_at:
             return np.zeros(3, bool)
+        if self._bad_mask_at and self._steps >= self._bad_mask_at:
+            return {"short": np.ones(2, bool), "probabilities": np.float32([0.5, 1, 0])}[self._bad_mask]
         return np.array([self._position > 0, True, False])
 
     def _obs(self):

@@ -266,8 +266,12 @@ def _tfrl(*args, cwd):
     ("structure_envs:MethodMaskedCorridor-v0", ["--env_kwargs=no_legal_at=3"], 1,
      "the env failed at env step 3 (env 0's action_mask allows no action)"),
     ("structure_envs:ChangingKeys-v0", [], 1, "the env failed at env step 4 (KeyError"),
+    ("structure_envs:MethodMaskedCorridor-v0", ["--env_kwargs=bad_mask_at=2"], 1,
+     "the env failed at env step 1 (ValueError: its action_mask has 2 entries, not one per action (3))"),
+    ("structure_envs:MethodMaskedCorridor-v0", ["--env_kwargs=bad_mask_at=2", "--env_kwargs=bad_mask=probabilities"], 1,
+     "the env failed at env step 1 (ValueError: its action_mask holds values other than 0 and 1 (dtype float32"),
 ])
-def test_a_state_without_a_legal_action_or_changing_keys_stop_with_one_line(tmp_path, env, kwargs, code, message):
+def test_no_legal_action_changing_keys_or_a_malformed_mask_stop_with_one_line(tmp_path, env, kwargs, code, message):
     completed = _tfrl("train", "--agent=ppo", f"--env={env}", *kwargs, "--preset=none", "--hp=total_env_steps=256",
                       "--hp=num_envs=1", "--hp=rollout_length=64", "--hp=batch_size=64",
                       f"--run_dir={tmp_path / 'run'}", cwd=tmp_path)

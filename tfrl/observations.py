@@ -135,6 +135,9 @@ def _entries(space, prefix: str):
 
 def _converted_space(space: gym.Space, key: str) -> gym.spaces.Box:
     if key == MASK_KEY:
+        if not isinstance(space, (gym.spaces.Box, gym.spaces.MultiBinary)):
+            raise ValueError(f"entry {MASK_KEY!r} has space {space}; a mask is a Box or MultiBinary of 0s and 1s, "
+                             "one entry per action")
         return gym.spaces.Box(0, 1, (gym.spaces.flatdim(space),), np.uint8)
     if isinstance(space, gym.spaces.Box):
         if space.dtype == np.uint8 or (space.dtype == np.bool_ and len(space.shape) == 3):
@@ -148,7 +151,7 @@ def _converted_space(space: gym.Space, key: str) -> gym.spaces.Box:
 
 def _convert(space: gym.Space, key: str, value) -> np.ndarray:
     if key == MASK_KEY:
-        return (np.asarray(value).reshape(-1) != 0).astype(np.uint8)
+        return mask_entries(value, gym.spaces.flatdim(space))
     if isinstance(space, gym.spaces.Box):
         if space.dtype == np.bool_ and len(space.shape) == 3:
             return np.asarray(value, np.uint8) * np.uint8(255)
@@ -184,8 +187,20 @@ class MaskedObservation(gym.ObservationWrapper):
                                                   MASK_KEY: gym.spaces.Box(0, 1, (num_actions,), np.uint8)})
 
     def observation(self, observation):
-        mask = np.asarray(self.env.get_wrapper_attr("action_masks")()).reshape(-1)
-        return {FLAT_KEY: observation, MASK_KEY: (mask != 0).astype(np.uint8)}
+        mask = self.env.get_wrapper_attr("action_masks")()
+        return {FLAT_KEY: observation, MASK_KEY: mask_entries(mask, self.observation_space[MASK_KEY].shape[0])}
+
+
+def mask_entries(mask, num_actions: int) -> np.ndarray:
+    """An env's mask as uint8 0/1 entries; ValueError when it is not one 0 or 1 (or bool) per action: a mask of
+    probabilities or of action indices would otherwise be read silently as something else."""
+    mask = np.asarray(mask)
+    if mask.size != num_actions:
+        raise ValueError(f"its {MASK_KEY} has {mask.size} entries, not one per action ({num_actions})")
+    if mask.dtype != np.bool_ and not (np.issubdtype(mask.dtype, np.number) and ((mask == 0) | (mask == 1)).all()):
+        raise ValueError(f"its {MASK_KEY} holds values other than 0 and 1 (dtype {mask.dtype}, e.g. "
+                         f"{mask.reshape(-1)[:4].tolist()}); 1 = legal, 0 = illegal")
+    return mask.reshape(-1).astype(np.uint8)
 
 
 def to_batch(spec: ObsSpec, observations) -> np.ndarray:
