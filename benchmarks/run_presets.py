@@ -8,6 +8,9 @@ process wall time, and env steps/s over the training part (from metrics.jsonl, e
 With keep_best_policy (tfrl.best_policy) also the best policy's final evaluation, on the same episodes,
 and the env step it comes from: that is the policy train.py exports. Each evaluation as
 [env step, seconds of the run loop, mean return], for time-to-return curves.
+For envs that put their episode's optimal return in reset's info (tfrl's example envs: tfrl/example_envs.py),
+also --optimal_episodes greedy episodes of the exported policy, played here one env at a time on seeds 30000,
+30001, ..., beside the optimal return of those same episodes.
 Results are appended as JSON lines to --out, and the table goes to stdout for docs/benchmarks.md.
 """
 
@@ -30,6 +33,8 @@ flags.DEFINE_string("preset", "auto", "Preset name (see tfrl/presets/).")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds, run one after another.")
 flags.DEFINE_multi_string("extra", [], "Extra flags passed to train.py, e.g. --extra=--inter_op_threads=2.")
 flags.DEFINE_string("out", None, "JSON-lines file to append results to.")
+flags.DEFINE_integer("optimal_episodes", 100, "Episodes of the exported policy against the optimal return, for "
+                     "envs whose reset info holds 'optimal_return' (0: none).")
 FLAGS = flags.FLAGS
 
 
@@ -61,26 +66,68 @@ def run_seed(seed: int, run_dir: pathlib.Path) -> dict:
     }
 
 
+def against_optimal(saved_model: str, env_id: str, env_kwargs: dict, episodes: int) -> dict:
+    """The exported greedy policy's mean return and the optimal one over the same episodes, when the env
+    reports its episodes' optimal return at reset; {} otherwise."""
+    import gymnasium as gym
+    import numpy as np
+
+    import tfrl
+    from tfrl import envs
+
+    env = envs.adapted(gym.make(env_id, **env_kwargs), env_id)  # observations as the export takes them
+    if "optimal_return" not in env.reset(seed=0)[1] or not episodes:
+        return {}
+    policy, returns, optimal = tfrl.load_policy(saved_model), [], []
+    for episode in range(episodes):
+        obs, info = env.reset(seed=30_000 + episode)
+        optimal.append(info["optimal_return"])
+        returns.append(0.0)
+        done = False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(policy(obs))
+            returns[-1] += reward
+            done = terminated or truncated
+    return {"episodes_vs_optimal": episodes, "return_vs_optimal": round(float(np.mean(returns)), 4),
+            "optimal_return": round(float(np.mean(optimal)), 4)}
+
+
+def env_kwargs_of(run_dir: pathlib.Path) -> dict:
+    return json.loads((run_dir / "config.json").read_text()).get("env_kwargs") or {}
+
+
 def main(argv):
     del argv
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for seed in map(int, FLAGS.seeds):
-            row = run_seed(seed, pathlib.Path(tmp) / f"seed{seed}")
+            run_dir = pathlib.Path(tmp) / f"seed{seed}"
+            row = run_seed(seed, run_dir)
+            saved_model = json.loads((run_dir / "result.json").read_text())["saved_model"]
+            row.update(against_optimal(saved_model, FLAGS.env, env_kwargs_of(run_dir), FLAGS.optimal_episodes))
             rows.append(row)
             print(json.dumps(row), flush=True)
             if FLAGS.out:
                 with open(FLAGS.out, "a") as f:
                     f.write(json.dumps(row) + "\n")
+    print_table(rows)
+
+
+def print_table(rows: list[dict]) -> None:
     with_best = any("best_return_mean" in r for r in rows)
+    with_optimal = any("optimal_return" in r for r in rows)
     best_header = " best policy's return (from env step) |" if with_best else ""
-    print(f"\n| seed | greedy return (episodes) |{best_header} env steps | wall time (s) | env steps/s (training) |")
-    print("|---|---|---|---|---|" + ("---|" if with_best else ""))
+    optimal_header = " export's return / optimal (episodes) |" if with_optimal else ""
+    print(f"\n| seed | greedy return (episodes) |{best_header}{optimal_header} env steps | wall time (s) | "
+          "env steps/s (training) |")
+    print("|---|---|---|---|---|" + ("---|" if with_best else "") + ("---|" if with_optimal else ""))
     for r in rows:
         best_cell = (f" {r['best_return_mean']:.1f} ± {r['best_return_std']:.1f} ({r['best_env_step']}) |"
                      if "best_return_mean" in r else " - |" if with_best else "")
-        print(f"| {r['seed']} | {r['return_mean']:.1f} ± {r['return_std']:.1f} ({r['episodes']}) |{best_cell} "
-              f"{r['env_steps']} | {r['process_wall_s']} | {r['env_steps_per_s_mean']} |")
+        optimal_cell = (f" {r['return_vs_optimal']:.3f} / {r['optimal_return']:.3f} ({r['episodes_vs_optimal']}) |"
+                        if "optimal_return" in r else " - |" if with_optimal else "")
+        print(f"| {r['seed']} | {r['return_mean']:.3f} ± {r['return_std']:.3f} ({r['episodes']}) |{best_cell}"
+              f"{optimal_cell} {r['env_steps']} | {r['process_wall_s']} | {r['env_steps_per_s_mean']} |")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import tfrl.envs  # noqa: F401 - registers the ids
-from tfrl import example_envs
+from tfrl import env_info, envs, example_envs
 from tfrl.example_envs import GoalGrid, GoalPoint, MaskedPick, MultiKnob, Switches
 
 IDS = ["tfrl/GoalGrid-v0", "tfrl/GoalPoint-v0", "tfrl/MaskedPick-v0", "tfrl/MultiKnob-v0", "tfrl/Switches-v0"]
@@ -262,3 +262,19 @@ def test_ids_registered_once_and_made_by_gymnasium():
         env = gym.make(env_id)
         assert isinstance(env.unwrapped, example_envs._ENTRY_POINTS[env_id])
     assert gym.make("tfrl/GoalGrid-v0", size=4).unwrapped.size == 4
+
+
+def test_masked_pick_with_another_mask_key_gives_the_mask_as_an_input_and_no_mask_source():
+    env_spec = envs.as_spec("tfrl/MaskedPick-v0", {"mask_key": "legal"})
+    vector_env = envs.make_vector_env(env_spec, 1, seed=0)
+    try:
+        info = env_info.env_info(vector_env, "tfrl/MaskedPick-v0")
+        assert not info.masked and {field.key for field in info.obs_fields} == {"legal", "state"}
+    finally:
+        vector_env.close()
+    env = MaskedPick(mask_key="legal")
+    obs, _ = env.reset(seed=3)
+    illegal = int(np.flatnonzero(obs["legal"] == 0)[0])
+    assert env.step(illegal)[1:3] == (MaskedPick.ILLEGAL_REWARD, True)
+    with pytest.raises(ValueError, match="mask_key"):
+        MaskedPick(mask_key="state")

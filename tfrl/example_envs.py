@@ -27,7 +27,9 @@ episodes itself (its time limit is a truncation) and puts the episode's optimal 
                         agent that masks reads each legal action's reward in the state; one that does not has to
                         learn the mask's effect from it as an input, and loses its episode on an illegal action: -1,
                         terminated (illegal="penalty"; or illegal="raise": ValueError, for checking that an agent
-                        masks). Truncated after 20 steps. Optimal return: 20.
+                        masks). Truncated after 20 steps. Optimal return: 20. mask_key="legal" (any other key)
+                        makes the mask an ordinary input, with no action_masks() method: for training without
+                        masking on the same problem.
     tfrl/MultiKnob-v0   MultiDiscrete(nvec) actions (nvec=(3, 4, 5)); Box(0, 1, (sum(nvec),)) observation: the
                         target setting of each knob, one-hot per knob, concatenated. Reward: the fraction of knobs
                         set to their target; new targets every step; truncated after 20 steps. Optimal return: 20.
@@ -174,16 +176,24 @@ class MaskedPick(gym.Env):
 
     ILLEGAL_REWARD = -1.0
 
-    def __init__(self, num_actions: int = 10, max_legal: int = 3, horizon: int = 20, illegal: str = "penalty"):
+    def __init__(self, num_actions: int = 10, max_legal: int = 3, horizon: int = 20, illegal: str = "penalty",
+                 mask_key: str = "action_mask"):
         if not 1 <= max_legal <= num_actions or horizon < 1:
             raise ValueError(f"MaskedPick needs 1 <= max_legal <= num_actions and horizon >= 1, got max_legal="
                              f"{max_legal}, num_actions={num_actions}, horizon={horizon}")
         if illegal not in ("penalty", "raise"):
             raise ValueError(f"MaskedPick's illegal is 'penalty' or 'raise', got {illegal!r}")
+        if mask_key in ("", "state"):
+            raise ValueError(f"MaskedPick's mask_key must name a key other than 'state', got {mask_key!r}")
         self.num_actions, self.max_legal, self.horizon, self.illegal = num_actions, max_legal, horizon, illegal
+        self.mask_key = mask_key
+        if mask_key != "action_mask":
+            # The mask is then an ordinary input and the env no mask source: an agent learns the rules (as
+            # "without masks" in docs/benchmarks.md) instead of having them applied.
+            self.action_masks = None
         self.observation_space = gym.spaces.Dict({
             "state": gym.spaces.Box(0, 1, (num_actions,), np.float32),  # the payoffs
-            "action_mask": gym.spaces.Box(0, 1, (num_actions,), np.int8)})
+            mask_key: gym.spaces.Box(0, 1, (num_actions,), np.int8)})
         self.action_space = gym.spaces.Discrete(num_actions)
         self._masks = np.ones((1, num_actions), np.int8)
         self._paying = np.zeros(1, np.int64)
@@ -208,7 +218,7 @@ class MaskedPick(gym.Env):
         return self._obs(), {"optimal_return": float(self.horizon)}
 
     def _obs(self) -> dict:
-        return {"state": self._states[self._steps].copy(), "action_mask": self._masks[self._steps].copy()}
+        return {"state": self._states[self._steps].copy(), self.mask_key: self._masks[self._steps].copy()}
 
     def action_masks(self) -> np.ndarray:
         """The legal actions now (True = legal): the observation's "action_mask", as bools."""
