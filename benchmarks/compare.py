@@ -8,7 +8,8 @@
 Suites: dqn-lunarlander, a2c-lunarlander, ppo-lunarlander, dqn-cartpole, a2c-cartpole, ppo-cartpole, ppo-pendulum,
 sac-pendulum, ppo-lunarlandercontinuous, sac-lunarlandercontinuous, sac-bipedalwalker; each
 trains the rl-baselines3-zoo settings (the suite's `tfrl/presets/*-sb3zoo.json` preset; PPO's and SAC's own presets are the zoo's)
-with both libraries. Runs alternate A B A B
+with both libraries. ppo-maskedpick trains tfrl's PPO with action masks against sb3-contrib's MaskablePPO on
+tfrl/MaskedPick-v0 (the ppo-maskedpick preset: SB3's PPO defaults); neither network reads the mask. Runs alternate A B A B
 (tfrl seed 0, SB3 seed 0, tfrl seed 1, ...), one process at a time, so that machine drift hits both.
 Both get the same thread budget: --threads intra-op and inter-op threads (TF's thread settings,
 torch.set_num_threads / set_num_interop_threads).
@@ -70,6 +71,8 @@ class Suite:
     agent: str
     env_id: str
     preset: str  # a tfrl/presets/ file stem: the zoo's settings, which SB3's defaults complete
+    floor: bool = True  # the in-graph floor is measured for flat observations only
+    sb3_modules: tuple[str, ...] = ("stable_baselines3", "torch")  # what the SB3 side imports
 
 
 SUITES = {
@@ -84,6 +87,8 @@ SUITES = {
     "ppo-lunarlandercontinuous": Suite("ppo", "LunarLanderContinuous-v3", "ppo-lunarlandercontinuous"),
     "sac-lunarlandercontinuous": Suite("sac", "LunarLanderContinuous-v3", "sac-lunarlandercontinuous-sb3zoo"),
     "sac-bipedalwalker": Suite("sac", "BipedalWalker-v3", "sac-bipedalwalker-sb3zoo"),
+    "ppo-maskedpick": Suite("ppo", "tfrl/MaskedPick-v0", "ppo-maskedpick", floor=False,
+                            sb3_modules=("stable_baselines3", "sb3_contrib", "torch")),
 }
 
 # Both libraries: no periodic evaluations or checkpoints (SB3 does neither by default).
@@ -480,7 +485,8 @@ def machine_description() -> str:
     except OSError:
         pass
     versions = ", ".join(_version(*names) for names in (
-        ("tensorflow-cpu", "tensorflow"), ("keras",), ("torch",), ("stable-baselines3",), ("gymnasium",)))
+        ("tensorflow-cpu", "tensorflow"), ("keras",), ("torch",), ("stable-baselines3",), ("sb3-contrib",),
+        ("gymnasium",)))
     return f"{model}, nproc {os.cpu_count()}; Python {platform.python_version()}; {versions}"
 
 
@@ -622,10 +628,10 @@ def define_flags() -> None:
     flags.DEFINE_integer("floor_repeats", 3, "Internal: repeats of the floor timing (median).")
 
 
-def require_bench_extra() -> None:
+def require_bench_extra(suite: Suite) -> None:
     """Fails before anything runs, naming the extra. find_spec, not an import: torch would grow this
     process, and with it every child's measured peak RSS (see `harness_rss_mb`)."""
-    for module in ("stable_baselines3", "torch"):
+    for module in suite.sb3_modules:
         if importlib.util.find_spec(module) is None:
             raise cli.MissingExtraError(
                 f"benchmarks/compare.py (its Stable-Baselines3 side) needs {module}, which is not installed: "
@@ -655,14 +661,15 @@ def main(argv):
         raise UsageError(f"--seeds: expected integers, got {','.join(FLAGS.seeds)}") from None
     hp = config_lib.parse_cli_overrides(FLAGS.hp)
     run_specs(FLAGS.suite, seeds, FLAGS.threads, FLAGS.quick, hp)  # bad suite, preset or --hp: fail before any run
-    require_bench_extra()
+    require_bench_extra(SUITES[FLAGS.suite])
     out = REPO_ROOT / "runs" / "compare-quick" if FLAGS.quick else None
     docs = _path_flag(FLAGS.docs, out / "benchmarks.md" if out else REPO_ROOT / "docs" / "benchmarks.md")
     plot = _path_flag(FLAGS.plot, (out or REPO_ROOT / "docs" / "images") / f"compare-{FLAGS.suite}.png")
     results = _path_flag(FLAGS.results, (out or BENCHMARKS_DIR / "results") / f"compare-{FLAGS.suite}.jsonl")
     command = " ".join(["python", "benchmarks/compare.py", *sys.argv[1:]])
     _, section = compare(FLAGS.suite, seeds, FLAGS.threads, FLAGS.quick, DEFAULT_PAIR, Outputs(docs, plot, results),
-                         command, hp=hp, target_return=FLAGS.target_return)
+                         command, hp=hp, target_return=FLAGS.target_return,
+                         measure_in_graph_floor=SUITES[FLAGS.suite].floor)
     print(section)
     if docs is not None:
         print(f"written: {docs}" + (f", {plot}" if plot else ""))

@@ -33,6 +33,8 @@ flags.DEFINE_string("preset", "auto", "Preset name (see tfrl/presets/).")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds, run one after another.")
 flags.DEFINE_multi_string("extra", [], "Extra flags passed to train.py, e.g. --extra=--inter_op_threads=2.")
 flags.DEFINE_string("out", None, "JSON-lines file to append results to.")
+flags.DEFINE_string("runs_dir", None, "Keep the runs here (<runs_dir>/seed<N>), e.g. for tfrl plot; default: a "
+                    "temporary directory, deleted.")
 flags.DEFINE_integer("optimal_episodes", 100, "Episodes of the exported policy against the optimal return, for "
                      "envs whose reset info holds 'optimal_return' (0: none).")
 FLAGS = flags.FLAGS
@@ -100,6 +102,9 @@ def main(argv):
     del argv
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        if FLAGS.runs_dir:
+            tmp = FLAGS.runs_dir
+            pathlib.Path(tmp).mkdir(parents=True, exist_ok=True)
         for seed in map(int, FLAGS.seeds):
             run_dir = pathlib.Path(tmp) / f"seed{seed}"
             row = run_seed(seed, run_dir)

@@ -8,6 +8,10 @@ greedy policy with tfrl.evaluation (the same episodes and env seeds as tfrl's fi
 writes run_dir/metrics.jsonl in tfrl's shape: a "train" record every log_interval env steps (mean
 return of the training episodes that ended since the last one) and one "final_eval" record.
 
+An env with an action_masks() method (tfrl/MaskedPick-v0) trains sb3-contrib's MaskablePPO instead of PPO, on the
+observation without its action_mask entry (tfrl's networks never read the mask either), and its greedy
+evaluation passes each state's mask.
+
 A hyperparameter SB3 cannot express (double DQN, n-step returns, ...) is an error, not a silent
 mismatch. Needs the bench extra: pip install 'tfrl[bench]'.
 """
@@ -133,6 +137,69 @@ def sac_kwargs(hp: dict) -> dict:
     )
 
 
+MASK_KEY = "action_mask"
+
+
+def has_action_masks(env_id: str) -> bool:
+    import gymnasium as gym
+
+    probe = gym.make(env_id)
+    try:
+        return callable(getattr(probe.unwrapped, "action_masks", None))
+    finally:
+        probe.close()
+
+
+def without_mask(env):
+    """The env's Dict observation without its action_mask entry, flattened into one vector for MlpPolicy."""
+    import gymnasium as gym
+
+    keys = [key for key in env.observation_space.spaces if key != MASK_KEY]
+    return gym.wrappers.FlattenObservation(gym.wrappers.FilterObservation(env, keys))
+
+
+def build_model(spec: dict, sb3):
+    """The SB3 model (MaskablePPO for an env with action masks) and its greedy policy over tfrl's observation
+    batches (numpy structured arrays for Dict observations)."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    hp, seed, agent = spec["hparams"], spec["seed"], spec["agent"]
+    masked = has_action_masks(spec["env_id"])
+    # Sub-env i is seeded seed + i, as tfrl's.
+    env = make_vec_env(spec["env_id"], n_envs=hp["num_envs"], seed=seed, wrapper_class=without_mask if masked else None)
+    if masked:
+        if agent != "ppo":
+            raise UsageError(f"the SB3 comparison masks actions with sb3-contrib's MaskablePPO only, not {agent}")
+        sb3_contrib = cli.require_extra("sb3_contrib", "bench", "the Stable-Baselines3 runner")
+        model = sb3_contrib.MaskablePPO("MlpPolicy", env, seed=seed, device="cpu", **ppo_kwargs(hp))
+        inputs = without_mask_keys(spec["env_id"])
+
+        def greedy(obs):  # a structured batch: the same entries, flattened in the same order, and the mask
+            import numpy as np
+
+            flat = np.concatenate([obs[key].reshape(len(obs), -1) for key in inputs], axis=1)
+            return model.predict(flat, deterministic=True, action_masks=obs[MASK_KEY].astype(bool))[0]
+
+        return env, model, greedy
+    model_class = {"dqn": sb3.DQN, "a2c": sb3.A2C, "ppo": sb3.PPO, "sac": sb3.SAC}.get(agent)
+    if model_class is None:
+        raise UsageError(f"unknown agent {agent!r}")
+    kwargs = {"dqn": dqn_kwargs, "a2c": a2c_kwargs, "ppo": ppo_kwargs, "sac": sac_kwargs}[agent](hp)
+    model = model_class("MlpPolicy", env, seed=seed, device="cpu", **kwargs)
+    return env, model, lambda obs: model.predict(obs, deterministic=True)[0]
+
+
+def without_mask_keys(env_id: str) -> list[str]:
+    """The keys without_mask keeps, in FlattenObservation's order (the Dict space's)."""
+    import gymnasium as gym
+
+    probe = gym.make(env_id)
+    try:
+        return [key for key in probe.observation_space.spaces if key != MASK_KEY]
+    finally:
+        probe.close()
+
+
 def main(argv):
     cli.no_extra_args(argv)
     if not FLAGS.spec or not FLAGS.run_dir:
@@ -145,7 +212,6 @@ def main(argv):
     torch = cli.require_extra("torch", "bench", "the Stable-Baselines3 runner")
     sb3 = cli.require_extra("stable_baselines3", "bench", "the Stable-Baselines3 runner")
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_vec_env
 
     # Before any torch op; compare.py gives tfrl the same numbers as --intra_op_threads/--inter_op_threads.
     torch.set_num_threads(spec["threads"])
@@ -189,25 +255,12 @@ def main(argv):
             self.episodes.clear()
             self.last_time, self.last_step = now, self.num_timesteps
 
-    env = make_vec_env(spec["env_id"], n_envs=hp["num_envs"], seed=seed)  # sub-env i seeded seed + i, as tfrl
-    if spec["agent"] == "dqn":
-        model = sb3.DQN("MlpPolicy", env, seed=seed, device="cpu", **dqn_kwargs(hp))
-    elif spec["agent"] == "a2c":
-        model = sb3.A2C("MlpPolicy", env, seed=seed, device="cpu", **a2c_kwargs(hp))
-    elif spec["agent"] == "ppo":
-        model = sb3.PPO("MlpPolicy", env, seed=seed, device="cpu", **ppo_kwargs(hp))
-    elif spec["agent"] == "sac":
-        model = sb3.SAC("MlpPolicy", env, seed=seed, device="cpu", **sac_kwargs(hp))
-    else:
-        raise UsageError(f"unknown agent {spec['agent']!r}")
+    env, model, greedy = build_model(spec, sb3)
     curve = TrainingCurve(hp["log_interval"])
     model.learn(total_timesteps=hp["total_env_steps"], callback=curve)
     if curve.last_step != model.num_timesteps:
         curve.write()  # the last partial log interval
     env.close()
-
-    def greedy(obs):  # obs [N, *obs_shape] -> actions [N]
-        return model.predict(obs, deterministic=True)[0]
 
     # tfrl's loops evaluate on seed + 20_000 too: the same 100 episodes' start states.
     returns = evaluation.evaluate(greedy, spec["env_id"], hp["final_eval_episodes"], seed=seed + 20_000)

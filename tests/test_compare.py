@@ -214,9 +214,9 @@ def test_sb3_sac_arguments_are_the_zoo_values():
             sb3_runner.sac_kwargs({**compare.run_specs("sac-pendulum", [0], 1, False)[0].hparams, **bad})
 
 
-def _run_compare_cli(args, hide_sb3=True):
-    """compare.py as a user runs it, with stable_baselines3 unimportable whether or not it is installed."""
-    code = ("import runpy, sys; sys.modules['stable_baselines3'] = None; "
+def _run_compare_cli(args, hide="stable_baselines3"):
+    """compare.py as a user runs it, with `hide` unimportable whether or not it is installed."""
+    code = (f"import runpy, sys; sys.modules[{hide!r}] = None; "
             f"sys.argv = ['compare.py', *{list(args)!r}]; "
             f"runpy.run_path({str(REPO_ROOT / 'benchmarks' / 'compare.py')!r}, run_name='__main__')")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
@@ -234,3 +234,20 @@ def test_cli_without_sb3_exits_2_naming_the_bench_extra(tmp_path):
     bad_hp = _run_compare_cli(["--suite=sac-pendulum", "--hp=batch_size=big", f"--docs={tmp_path / 'b.md'}"])
     assert bad_hp.returncode == 2 and "batch_size" in bad_hp.stderr.strip().splitlines()[-1]
     assert "Traceback" not in bad_hp.stderr and not (tmp_path / "b.md").exists()
+
+
+def test_the_masked_suite_gives_maskable_ppo_the_observation_without_its_mask(tmp_path):
+    import gymnasium as gym
+    import numpy as np
+
+    env = sb3_runner.without_mask(gym.make("tfrl/MaskedPick-v0"))
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (10,) and np.array_equal(obs, env.unwrapped._states[0])  # the payoffs only
+    assert sb3_runner.without_mask_keys("tfrl/MaskedPick-v0") == ["state"]
+    assert sb3_runner.has_action_masks("tfrl/MaskedPick-v0") and not sb3_runner.has_action_masks("CartPole-v1")
+    spec = compare.run_specs("ppo-maskedpick", [0], 1, False)[0]
+    assert (spec.hparams["num_envs"], spec.hparams["rollout_length"], spec.hparams["n_epochs"]) == (8, 256, 10)
+    completed = _run_compare_cli(["--suite=ppo-maskedpick", "--quick", f"--docs={tmp_path / 'b.md'}"],
+                                 hide="sb3_contrib")
+    assert completed.returncode == 2 and "sb3_contrib" in completed.stderr, completed.stderr
+    assert "Traceback" not in completed.stderr and not (tmp_path / "b.md").exists()
