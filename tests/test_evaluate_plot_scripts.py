@@ -124,3 +124,15 @@ def test_frames_are_drawn_with_sdl_off_screen(monkeypatch):
     assert next(frames).shape == (400, 600, 3)
     assert os.environ["SDL_VIDEODRIVER"] == "dummy" and os.environ["SDL_AUDIODRIVER"] == "alsa"
     frames.close()
+
+
+def test_runs_of_other_env_kwargs_are_other_curves(tmp_path):
+    from tfrl.commands import plot
+
+    config = {"agent": "ppo", "env_id": "tfrl/MaskedPick-v0", "preset": "ppo-maskedpick", "hparams": {"n_epochs": 10}}
+    for name, seed, kwargs in [("a0", 0, {}), ("a1", 1, {}), ("b0", 0, {"mask_key": "legal"})]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps({**config, "seed": seed, "env_kwargs": kwargs}))
+    a0, a1, b0 = (plot.group_key(tmp_path / name) for name in ("a0", "a1", "b0"))
+    assert a0 == a1 and a0[0] != b0[0]
+    assert (a0[1], b0[1]) == ("ppo-maskedpick", "ppo-maskedpick mask_key=legal")

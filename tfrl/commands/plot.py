@@ -2,8 +2,8 @@
 
     tfrl plot --runs=runs/dqn-LunarLander-v3-s0-*,runs/dqn-LunarLander-v3-s1-* --out=curve.png
 
-Runs with the same config.json except the seed are one curve: the mean over
-seeds, shaded from min to max, drawn at the env steps every seed has evaluated
+Runs whose config.json differs only in the seed (same agent, env id, env keyword arguments and
+hyperparameters) are one curve: the mean over seeds, shaded from min to max, drawn at the env steps every seed has evaluated
 (a run still in progress shortens its group's curve). A run without config.json
 is a curve of its own. The points are the "eval" records, and the "final_eval"
 record (more episodes) where no "eval" exists at that step. Orphan records of
@@ -55,9 +55,13 @@ def group_key(run_dir: pathlib.Path) -> tuple[str, str, str]:
     try:
         config = json.loads(path.read_text())
         identity = {k: config[k] for k in ("agent", "env_id", "hparams")}
+        env_kwargs = dict(config.get("env_kwargs") or {})  # another env: another curve
     except (ValueError, KeyError, TypeError) as e:
         raise UsageError(f"{path}: cannot read the run's config ({type(e).__name__}: {e})") from None
     label = str(config.get("preset") or config["agent"])
+    if env_kwargs:
+        label += " " + " ".join(f"{key}={value}" for key, value in sorted(env_kwargs.items()))
+    identity["env_kwargs"] = env_kwargs
     return json.dumps(identity, sort_keys=True), label, str(config["env_id"])
 
 
