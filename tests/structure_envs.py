@@ -113,10 +113,14 @@ class MethodMaskedCorridor(gym.Env):
 
 
 class ChangingKeys(gym.Env):
-    """A Dict observation whose keys change at the 5th step (an env bug tfrl reports, naming the env step)."""
+    """A Dict observation whose keys (or with change="shape", whose entry's shape) change at the 5th step (an env
+    bug tfrl reports, naming the env step)."""
 
     observation_space = gym.spaces.Dict({"a": gym.spaces.Box(0, 1, (2,), np.float32)})
     action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, change: str = "key"):
+        self._changed = {"key": {"b": np.zeros(2, np.float32)}, "shape": {"a": np.zeros(3, np.float32)}}[change]
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -125,7 +129,7 @@ class ChangingKeys(gym.Env):
 
     def step(self, action):
         self._steps += 1
-        obs = {"a": np.zeros(2, np.float32)} if self._steps < 5 else {"b": np.zeros(2, np.float32)}
+        obs = {"a": np.zeros(2, np.float32)} if self._steps < 5 else self._changed
         return obs, 0.0, False, False, {}
 
 

@@ -55,6 +55,27 @@ def test_every_entry_kind_is_converted_into_one_field_by_hand():
     assert spec.numpy_dtype.itemsize == spec.nbytes == 4 * (3 + 3 + 1 + 5 + 2) + 6 * 5 * 3 + 16  # images stay uint8
 
 
+def test_a_dict_of_boxes_is_used_as_given_and_stored_in_the_fields_dtypes():
+    class Plain(gym.Env):
+        observation_space = gym.spaces.Dict({"x": gym.spaces.Box(-2, 2, (2,), np.float64),
+                                             "n": gym.spaces.Box(0, 9, (1,), np.int64)})
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return {"x": np.float64([0.1, -1.5]), "n": np.int64([7])}, {}
+
+    plain = Plain()
+    assert envs.adapted(plain, "Plain") is plain  # no StructuredObservation: nothing to convert per step
+    vector_env = envs.make_vector_env(envs.as_spec(Plain), 2, seed=0)
+    try:
+        batch = vector_env.first_obs
+        assert batch.dtype == np.dtype([("n", np.float32, (1,)), ("x", np.float32, (2,))])
+        np.testing.assert_array_equal(batch["x"], np.float32([[0.1, -1.5]] * 2))
+        np.testing.assert_array_equal(batch["n"], [[7.0], [7.0]])
+    finally:
+        vector_env.close()
+
+
 def test_a_dict_batch_is_stored_in_replay_and_checkpoints_as_it_is():
     from tfrl.replay import UniformReplay
 
@@ -266,6 +287,8 @@ def _tfrl(*args, cwd):
     ("structure_envs:MethodMaskedCorridor-v0", ["--env_kwargs=no_legal_at=3"], 1,
      "the env failed at env step 3 (env 0's action_mask allows no action)"),
     ("structure_envs:ChangingKeys-v0", [], 1, "the env failed at env step 4 (KeyError"),
+    ("structure_envs:ChangingKeys-v0", ["--env_kwargs=change=shape"], 1,
+     "the env failed at env step 4 (ValueError: Output array is the wrong shape)"),  # gymnasium's words
     ("structure_envs:MethodMaskedCorridor-v0", ["--env_kwargs=bad_mask_at=2"], 1,
      "the env failed at env step 1 (ValueError: its action_mask has 2 entries, not one per action (3))"),
     ("structure_envs:MethodMaskedCorridor-v0", ["--env_kwargs=bad_mask_at=2", "--env_kwargs=bad_mask=probabilities"], 1,

@@ -21,7 +21,8 @@ from gymnasium.vector import AutoresetMode
 from tfrl import atari_preprocessing, envpool_vector, example_envs, image_envs
 from tfrl.env_info import EnvIdError, EnvInfo, env_info  # noqa: F401 - tfrl.envs' names, as before
 from tfrl.errors import UsageError
-from tfrl.observations import MASK_KEY, MaskedObservation, StructuredObservation, observation_spec, to_batch
+from tfrl.observations import (MASK_KEY, MaskedObservation, StructuredObservation, observation_spec,  # noqa: F401
+                               stored_as_given, to_batch)
 from tfrl.stepping import (EnvStepError, VectorStep, VectorStepper, finished_episodes,  # noqa: F401
                            next_obs_for_storage, reset_for_resume)
 
@@ -174,6 +175,8 @@ def adapted(env: gym.Env, env_name: str) -> gym.Env:
     has_mask_entry = isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces
     if _has_method(env, "action_masks") and not has_mask_entry:
         env, space = _masked(env, env_name), None
+    if space is not None and stored_as_given(space):
+        return env
     if space is None or isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
         try:
             return StructuredObservation(env)

@@ -21,7 +21,7 @@ kept as uint8, never a network input, read by the agents that mask. An env with 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -149,14 +149,35 @@ def _converted_space(space: gym.Space, key: str) -> gym.spaces.Box:
                      "Dict and Tuple entries")
 
 
-def _convert(space: gym.Space, key: str, value) -> np.ndarray:
+def stored_as_given(space: gym.Space) -> bool:
+    """A Dict of Boxes (no nesting, no action mask, no boolean image): to_batch's copy into the fields' dtypes is
+    all the conversion it needs, so the env is used without StructuredObservation's per-step work."""
+    return isinstance(space, gym.spaces.Dict) and all(
+        isinstance(entry, gym.spaces.Box) and key != MASK_KEY and "." not in key
+        and not (entry.dtype == np.bool_ and len(entry.shape) == 3) for key, entry in space.spaces.items())
+
+
+def _converter(space: gym.Space, key: str) -> Callable[[Any], np.ndarray]:
+    """The function that converts one entry's values (chosen once per entry: it runs on every env step)."""
     if key == MASK_KEY:
-        return mask_entries(value, gym.spaces.flatdim(space))
+        size = gym.spaces.flatdim(space)
+        return lambda value: mask_entries(value, size)
     if isinstance(space, gym.spaces.Box):
         if space.dtype == np.bool_ and len(space.shape) == 3:
-            return np.asarray(value, np.uint8) * np.uint8(255)
-        return np.asarray(value, np.uint8 if space.dtype == np.uint8 else np.float32)
-    return np.asarray(gym.spaces.flatten(space, value), np.float32)  # one-hot / concatenated one-hots / 0-1
+            return lambda value: np.asarray(value, np.uint8) * np.uint8(255)
+        dtype = np.uint8 if space.dtype == np.uint8 else np.float32
+        return lambda value: np.asarray(value, dtype)
+    return lambda value: np.asarray(gym.spaces.flatten(space, value), np.float32)  # one-hot(s) / 0-1
+
+
+def _path(space: gym.Space, key: str) -> tuple:
+    """The indices that reach a dotted key's entry: ints into Tuples, names into Dicts."""
+    path = []
+    for part in key.split("."):
+        tuple_space = isinstance(space, gym.spaces.Tuple)
+        path.append(int(part) if tuple_space else part)
+        space = space.spaces[int(part)] if tuple_space else space.spaces[part]
+    return tuple(path)
 
 
 class StructuredObservation(gym.ObservationWrapper):
@@ -164,17 +185,19 @@ class StructuredObservation(gym.ObservationWrapper):
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
-        self._entries = _entries(env.observation_space, "")
-        self.observation_space = gym.spaces.Dict({key: converted for key, (_, converted) in self._entries})
+        entries = _entries(env.observation_space, "")
+        self._readers = [(key, _path(env.observation_space, key), _converter(space, key))
+                         for key, (space, _) in entries]
+        self.observation_space = gym.spaces.Dict({key: converted for key, (_, converted) in entries})
 
     def observation(self, observation):
-        return {key: _convert(space, key, _lookup(observation, key)) for key, (space, _) in self._entries}
-
-
-def _lookup(observation, key: str):
-    for part in key.split("."):
-        observation = observation[int(part) if isinstance(observation, tuple) else part]
-    return observation
+        converted = {}
+        for key, path, convert in self._readers:
+            value = observation
+            for index in path:
+                value = value[index]
+            converted[key] = convert(value)
+        return converted
 
 
 class MaskedObservation(gym.ObservationWrapper):

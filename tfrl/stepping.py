@@ -107,11 +107,11 @@ class VectorStepper:
     def step(self, action: np.ndarray) -> VectorStep:
         try:
             next_obs, reward, terminated, truncated, infos = self.env.step(action)
+            next_batch = to_batch(self.env.obs_spec, next_obs)  # a copy: the vector env reuses its buffer
         except Exception as e:  # noqa: BLE001 - the env's own code, or gymnasium refusing what it returned
             message = (str(e).splitlines() or [""])[0]
             raise EnvStepError(f"{type(e).__name__}: {message}", self.env_step) from e
         self.env_step += self.num_envs
-        next_batch = to_batch(self.env.obs_spec, next_obs)  # a copy: the vector env reuses its buffer
         self._check_mask(next_batch)
         step = VectorStep(self.obs, action, reward, terminated, truncated, next_batch, infos, self.env.obs_spec)
         for episode_return, length in finished_episodes(step.done, infos):
