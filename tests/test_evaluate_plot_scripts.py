@@ -127,12 +127,12 @@ def test_frames_are_drawn_with_sdl_off_screen(monkeypatch):
 
 
 def test_runs_of_other_env_kwargs_are_other_curves(tmp_path):
-    from tfrl.commands import plot
-
+    pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
     config = {"agent": "ppo", "env_id": "tfrl/MaskedPick-v0", "preset": "ppo-maskedpick", "hparams": {"n_epochs": 10}}
-    for name, seed, kwargs in [("a0", 0, {}), ("a1", 1, {}), ("b0", 0, {"mask_key": "legal"})]:
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "config.json").write_text(json.dumps({**config, "seed": seed, "env_kwargs": kwargs}))
-    a0, a1, b0 = (plot.group_key(tmp_path / name) for name in ("a0", "a1", "b0"))
-    assert a0 == a1 and a0[0] != b0[0]
-    assert (a0[1], b0[1]) == ("ppo-maskedpick", "ppo-maskedpick mask_key=legal")
+    curve = {1000: 10.0, 2000: 15.0}
+    _fake_run(tmp_path / "runs" / "a0", 0, curve, {**config, "env_kwargs": {}})
+    _fake_run(tmp_path / "runs" / "a1", 1, curve, {**config, "env_kwargs": {}})
+    _fake_run(tmp_path / "runs" / "b0", 0, curve, {**config, "env_kwargs": {"mask_key": "legal"}})
+    [(returncode, stdout, stderr)] = _run_scripts([("plot.py", "--runs=runs/*", "--out=curve.png")], cwd=tmp_path)
+    assert returncode == 0, stderr[-3000:]
+    assert "2 curve(s) from 3 run(s)" in stdout  # the two seeds of one env together, the other env apart

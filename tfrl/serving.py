@@ -14,8 +14,9 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tfrl import export, numerics
+from tfrl import export
 from tfrl.errors import UsageError
+from tfrl.model_server.finite import non_finite_variable
 from tfrl.observations import Field, ObsSpec
 
 Policy = Callable[[np.ndarray], np.ndarray]
@@ -79,15 +80,6 @@ def traced_policy(policy: export.ServingPolicy, observations: ObsSpec | Sequence
     """The actions of traced_outputs."""
     traced = traced_outputs(policy, observations)
     return lambda obs: traced(obs)["action"]
-
-
-def non_finite_variable(loaded) -> str | None:
-    """The name of a variable of a tf.saved_model.load result that holds NaN or Inf, None if all are finite.
-
-    Walks every object the SavedModel tracks, so it covers SavedModels made elsewhere too (tfrl.export refuses to
-    write such a one, but an older tfrl did, or the files were changed)."""
-    variables = {id(t): t for t in tf.train.TrackableView(loaded).descendants() if isinstance(t, tf.Variable)}
-    return numerics.first_non_finite((v.name.removesuffix(":0"), v.numpy()) for v in variables.values())
 
 
 def load(saved_model_dir: pathlib.Path) -> ServedPolicy:

@@ -129,7 +129,7 @@ def main(argv):
     env_observations = runs.probe_env_info(env_id).observations
     if _described(env_observations) != _described(observations):
         raise UsageError(f"the policy takes observations {_described(observations)}, but {env_id.name} gives "
-                         f"{_described(env_observations)}: evaluate it on the env it was trained on")
+                         f"{_described(env_observations).removeprefix('of shape ')}: evaluate it on the env it was trained on")
 
     returns, lengths = evaluation.evaluate_episodes(policy, env_id, FLAGS.episodes, FLAGS.seed, FLAGS.num_envs)
     print(f"{len(returns)} episodes of {env_id.name} (seed {FLAGS.seed}): "
