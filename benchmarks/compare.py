@@ -631,11 +631,12 @@ def define_flags() -> None:
 def require_bench_extra(suite: Suite) -> None:
     """Fails before anything runs, naming the extra. find_spec, not an import: torch would grow this
     process, and with it every child's measured peak RSS (see `harness_rss_mb`)."""
-    for module in suite.sb3_modules:
-        if importlib.util.find_spec(module) is None:
-            raise cli.MissingExtraError(
-                f"benchmarks/compare.py (its Stable-Baselines3 side) needs {module}, which is not installed: "
-                "pip install 'tfrl[bench]' (or pip install -e '.[bench]' in a checkout)")
+    missing = [module for module in suite.sb3_modules if importlib.util.find_spec(module) is None]
+    if missing:
+        raise cli.MissingExtraError(
+            f"benchmarks/compare.py (its Stable-Baselines3 side) needs {', '.join(missing)}, which "
+            f"{'is' if len(missing) == 1 else 'are'} not installed: "
+            "pip install 'tfrl[bench]' (or pip install -e '.[bench]' in a checkout)")
 
 
 def _path_flag(value: str | None, default: pathlib.Path) -> pathlib.Path | None:
