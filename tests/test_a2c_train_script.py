@@ -7,12 +7,15 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 RANDOM_POLICY_RETURN = 22  # mean CartPole-v1 return of uniformly random actions
 
 FINAL_LINE = re.compile(r"final evaluation: env=(\S+) episodes=(\d+) return=(-?[\d.]+) \+/- ([\d.]+) ")
 
 
+@pytest.mark.slow
 def test_train_script_learns_cartpole(tmp_path):
     run_dir = tmp_path / "run"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")

@@ -44,6 +44,7 @@ def test_the_readme_python_example_runs_as_written(tmp_path, monkeypatch):
     assert policy([[0.0, 0.1, 0.0, -0.1]] * 3).shape == (3,)
 
 
+@pytest.mark.slow
 def test_a_factory_env_is_learned_and_a_callback_ends_training_early(tmp_path):
     made = []
 

@@ -69,6 +69,7 @@ def test_the_numpy_mirror_carries_the_log_std_and_the_export_acts_like_the_live_
     np.testing.assert_allclose(outputs["log_std"], -0.7, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_short_pendulum_run_learns_and_exports_a_box_policy(tmp_path):
     keras.utils.set_random_seed(0)
     config = PPOConfig(total_env_steps=65_536, num_envs=4, rollout_length=1024, batch_size=64, n_epochs=10,

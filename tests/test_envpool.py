@@ -100,6 +100,7 @@ def test_a_missing_envpool_names_the_extra(monkeypatch):
         envs.make_vector_env("CartPole-v1", 2, seed=0, vector_mode="envpool")
 
 
+@pytest.mark.slow
 def test_ppo_learns_cartpole_on_envpool_and_is_scored_on_gymnasium(tmp_path):
     run = tfrl.train("ppo", "CartPole-v1", run_dir=tmp_path / "run", seed=0, vector_mode="envpool",
                      hp={"total_env_steps": 50_000, "eval_interval": 0})

@@ -253,6 +253,7 @@ def test_frame_replay_bytes_per_transition_and_checkpoint_round_trip():
     ("ppo", {"total_env_steps": 16_384, "num_envs": 8, "rollout_length": 32, "batch_size": 64,
              "hidden_sizes": (64,), "learning_rate": 1e-3, "eval_interval": 0}),
 ])
+@pytest.mark.slow
 def test_dqn_and_ppo_learn_catch_from_pixels(tmp_path, agent, hp):
     # A uniformly random policy scores about -0.6 (it catches 1 ball in 5 from the middle column, or so).
     run = tfrl.train(agent, "tfrl/Catch-v0", hp=hp, preset="none", run_dir=tmp_path / "run", seed=0)

@@ -160,6 +160,7 @@ def test_the_export_and_the_numpy_mirror_act_like_the_live_actor(tmp_path):
     assert served["action"].shape == (32, 1) and served["action"].dtype == np.float32
 
 
+@pytest.mark.slow
 def test_a_short_pendulum_run_learns_resumes_and_exports(tmp_path):
     keras.utils.set_random_seed(0)
     config = SACConfig(total_env_steps=6000, learning_rate=1e-3, hidden_sizes=(64, 64), batch_size=128,
