@@ -105,7 +105,7 @@ def test_a2c_run_killed_with_sigkill_resumes_and_finishes(tmp_path):
     assert [r["env_step"] for r in records if r["kind"] == "resume"] == [first_step], _logs(tmp_path, run_dir)
     final = [r for r in records if r["kind"] == "final_eval"]
     assert len(final) == 1 and final[0]["env_step"] == total, _logs(tmp_path, run_dir)
-    assert final[0]["updates"] == total // STEPS_PER_UPDATE
+    assert final[0]["updates"] == final[0]["gradient_steps"] == total // STEPS_PER_UPDATE
     train = [r for r in records if r["kind"] == "train"]
     assert [r["env_step"] for r in train] == list(range(interval, total + 1, interval)), _logs(tmp_path, run_dir)
     for r in train:  # the linear schedule continues from the restored env step: the rate of the logged update's

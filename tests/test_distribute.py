@@ -426,6 +426,8 @@ def test_two_ppo_workers_end_with_identical_variables_and_only_the_chief_writes(
     returns = [re.search(r"\[train\] env_step=800 .*episode_return_mean=(\S+)", stderr).group(1)
                for _, _, stderr in outputs]
     assert returns[0] != returns[1]
+    final = json.loads((ppo_root / "run0" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert final["kind"] == "final_eval" and (final["updates"], final["gradient_steps"]) == (8, 8 * 2 * 4)
 
 
 # --- mirrored through scripts/train.py ------------------------------------------------------
@@ -445,6 +447,7 @@ def test_mirrored_a2c_run_checkpoints_and_exports(launches):
     run_dir = launches.root / "mirrored_a2c"
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["kind"] == "final_eval" and records[-1]["updates"] == 160 // 8
+    assert records[-1]["gradient_steps"] == 160 // 8  # A2C: one optimizer step per update
     assert (run_dir / "saved_models" / "a2c-CartPole-v1" / "1" / "saved_model.pb").exists()
     assert "variables_sha256" not in stdout  # one process: no digest line
 

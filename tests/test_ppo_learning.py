@@ -275,6 +275,7 @@ def test_lunarlander_preset_is_the_zoo_settings():
 
 # --- the loop --------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_loop_learns_cartpole_and_logs_the_ppo_metrics(tmp_path):
     # 48 updates of 256 rows, 4 epochs of 4 minibatches each. Random actions score ~22.
     config = PPOConfig(total_env_steps=12_288, num_envs=8, rollout_length=32, batch_size=64, n_epochs=4,
@@ -283,6 +284,7 @@ def test_the_loop_learns_cartpole_and_logs_the_ppo_metrics(tmp_path):
     final = training_loop.train("ppo", config, "CartPole-v1", 0, _runtime(), tmp_path,
                                 training_loop.LoopOptions(progress_bar=False))
     assert final["kind"] == "final_eval" and final["env_step"] == 12_288 and final["updates"] == 48
+    assert final["gradient_steps"] == 48 * 4 * 4
     assert final["return_mean"] > 100, final
     # The checkpoint loads as an exportable policy (tfrl.agents.actor_critic.policy) that replays the final evaluation.
     (tmp_path / runs.CONFIG_FILE).write_text(json.dumps({"agent": "ppo", "env_id": "CartPole-v1", "seed": 0,

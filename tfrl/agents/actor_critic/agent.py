@@ -74,7 +74,9 @@ class ActorCriticAgent:
         return {**self._metrics, "explained_variance": self._storage.explained_variance()}
 
     def counters(self) -> dict[str, int]:
-        return {"updates": int(self.learner.updates.numpy())}
+        # updates counts rollouts trained on; gradient_steps, as DQN's and SAC's, counts optimizer steps.
+        updates = int(self.learner.updates.numpy())
+        return {"updates": updates, "gradient_steps": updates * self.config.gradient_steps_per_update}
 
     def settle(self) -> None:
         """Nothing runs in the background (every update ends in train()); the observation statistics go into the

@@ -84,3 +84,8 @@ class ActorCriticConfig(LoopConfig):
     def rollout_size(self) -> int:
         """Transitions per update: num_envs * rollout_length."""
         return self.num_envs * self.rollout_length
+
+    @property
+    def gradient_steps_per_update(self) -> int:
+        """Optimizer steps one update makes: one for the whole rollout (A2C); PPO takes minibatches."""
+        return 1

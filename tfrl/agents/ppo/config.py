@@ -52,3 +52,8 @@ class PPOConfig(ActorCriticConfig):
         require(self.clip_range > 0, f"clip_range must be > 0, got {self.clip_range}")
         require(self.clip_range_schedule in SCHEDULES,
                 f"clip_range_schedule must be one of {', '.join(SCHEDULES)}, got {self.clip_range_schedule!r}")
+
+    @property
+    def gradient_steps_per_update(self) -> int:
+        """Minibatch steps one update makes: n_epochs passes over the rollout in minibatches of batch_size."""
+        return self.n_epochs * self.rollout_size // self.batch_size
