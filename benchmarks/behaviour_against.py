@@ -41,9 +41,9 @@ def records(run_dir):
 old, new = sys.argv[1], str(REPO)
 out_root = tempfile.mkdtemp(prefix="behaviour-against-")
 for name in sys.argv[2:]:
-    a, err = run(old, name, f{name}-old")
+    a, err = run(old, name, f"{out_root}/{name}-old")
     if err: print(name, "old failed:", err); continue
-    b, err = run(new, name, f{name}-new")
+    b, err = run(new, name, f"{out_root}/{name}-new")
     ta, tb = tensors(a), tensors(b)
     ra, rb = records(a), records(b)
     same_fields = all({k: x[k] for k in x if k in y} == {k: y[k] for k in y if k in x} for x, y in zip(ra, rb)) and len(ra) == len(rb)
