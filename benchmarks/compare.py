@@ -443,16 +443,6 @@ def target_table(records: Sequence[dict], names: tuple[str, str], target: float)
     return "\n".join(rows)
 
 
-def runs_table(records: Sequence[dict]) -> str:
-    rows = ["| # | library | seed | wall (s) | training (s) | env steps/s | CPU (s) | peak RSS (MB) "
-            "| greedy return (episodes) |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in sorted(records, key=lambda r: r["order"]):
-        rows.append(f"| {r['order']} | {r['library']} | {r['seed']} | {r['wall_s']:.1f} | {r['train_s']:.1f} "
-                    f"| {r['env_steps_per_s']:.0f} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} "
-                    f"| {r['return_mean']:.1f} ± {r['return_std']:.1f} ({r['eval_episodes']}) |")
-    return "\n".join(rows)
-
-
 def floor_lines(floor: dict, records: Sequence[dict], names: tuple[str, str]) -> str:
     call = (f"K={floor['steps_per_call']} gradient steps per `tf.function` call" if floor["steps_per_call"] > 1
             else "one update per call")
@@ -508,9 +498,7 @@ def markdown_section(suite_name: str, specs: Sequence[RunSpec], records: Sequenc
         f"{hp['total_env_steps']} env steps, seeds {', '.join(str(s.seed) for s in specs)}; greedy return over "
         f"{hp['final_eval_episodes']} episodes with `tfrl.evaluation` on the same env seeds for both.", "",
         summary_table(records, names), "",
-        f"Peak RSS includes the harness process's own {max(r['harness_rss_mb'] for r in records):.0f} MB (Linux "
-        "carries a parent's high-water mark into its child's ru_maxrss), the same for both libraries.", "",
-        runs_table(records), "",
+        f"Each run (library, seed, the columns above): `benchmarks/results/compare-{suite_name}.jsonl`.", "",
     ]
     if target_return is not None:
         lines += [f"Time to a return of {target_return:g}: the first log interval ({hp['log_interval']} env steps) "
