@@ -52,8 +52,25 @@ def require_tensorflow() -> None:
                           f"{os.environ['KERAS_BACKEND']!r}; unset it or set KERAS_BACKEND=tensorflow")
 
 
-_LAZY = {"train": "tfrl.api", "load_policy": "tfrl.api", "Run": "tfrl.api", "Policy": "tfrl.api",
+_LAZY = {"train": "tfrl.api", "Run": "tfrl.api", "Policy": "tfrl.api",
          "Callback": "tfrl.callbacks", "StopOnReturn": "tfrl.callbacks", "RuntimeOptions": "tfrl.runtime"}
+
+
+def load_policy(path, checkpoint=None, best: bool = False, threads: int = 1):
+    """The greedy policy at `path` (tfrl.api.load_policy): a run directory, an exported SavedModel or model
+    directory, or a LiteRT (.tflite) or ONNX (.onnx) file, which loads with NumPy and its runtime alone (no
+    TensorFlow or Keras is imported; tfrl.portable.runtime, on `threads` CPU threads)."""
+    from tfrl.portable import runtime
+
+    if isinstance(path, (str, os.PathLike)) and runtime.is_portable(path):
+        if checkpoint is not None or best:
+            from tfrl.errors import UsageError
+
+            raise UsageError(f"{path} is a {runtime.FORMATS[os.path.splitext(path)[1]]} file: checkpoint and best "
+                             "apply to run directories only")
+        return runtime.load(path, threads=threads)
+    require_tensorflow()
+    return importlib.import_module("tfrl.api").load_policy(path, checkpoint=checkpoint, best=best)
 
 
 def __getattr__(name: str):

@@ -21,10 +21,12 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from absl import logging as absl_logging
 
-from tfrl import envs, launch, quiet_logs, shutdown
+import tfrl
+from tfrl import envs, launch, policy_inputs, quiet_logs, shutdown
+from tfrl.portable import runtime as portable
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
-from tfrl.observations import Field, ObsSpec
+from tfrl.observations import ObsSpec
 from tfrl.runtime import RuntimeOptions
 
 evaluation = LazyModule("tfrl.evaluation")
@@ -212,37 +214,7 @@ class Policy:
 
     def _as_batch(self, obs) -> tuple[Any, bool]:
         """(the observations as a batch the signature takes, whether one observation was given)."""
-        if not self.observations.structured:
-            array, single = self._field(self.observations.fields[0], obs, "observations")
-            return array, single
-        if not isinstance(obs, Mapping) and getattr(getattr(obs, "dtype", None), "names", None) is None:
-            raise UsageError(f"{self.source} takes a dict of {', '.join(self._keys())}, got {type(obs).__name__}")
-        given = set(obs.keys() if isinstance(obs, Mapping) else obs.dtype.names)
-        missing, extra = sorted(set(self._keys()) - given), sorted(given - set(self._keys()))
-        if missing or extra:
-            raise UsageError(f"{self.source} takes the fields {', '.join(self._keys())}; "
-                             + (f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(extra)}"))
-        arrays = {field.key: self._field(field, obs[field.key], f"field {field.key!r}")
-                  for field in self.observations.fields}
-        singles = {single for _, single in arrays.values()}
-        if len(singles) > 1 or len({len(array) for array, _ in arrays.values()}) > 1:
-            raise UsageError(f"{self.source}: the fields are not all one observation or all a batch of one size")
-        return {key: array for key, (array, _) in arrays.items()}, singles.pop()
-
-    def _keys(self) -> list[str]:
-        return [field.key for field in self.observations.fields]
-
-    def _field(self, field: Field, value, what: str) -> tuple[np.ndarray, bool]:
-        array = np.asarray(value)
-        if field.dtype == "uint8" and array.dtype != np.uint8 and field.image:  # a float image would be truncated
-            raise UsageError(f"{self.source} takes uint8 {what} (images), got {array.dtype}")
-        array = array.astype(field.dtype, copy=False)
-        if array.shape == field.shape:
-            return array[None], True
-        if array.shape[1:] != field.shape:
-            raise UsageError(f"{self.source} takes {what} of shape {field.shape} (or a batch [N, *{field.shape}]), "
-                             f"got {array.shape}")
-        return array, False
+        return policy_inputs.as_batch(self.observations.fields, self.observations.structured, obs, self.source)
 
     def __repr__(self) -> str:
         shape = self.obs_shape if not self.observations.structured else {f.key: f.shape for f in self.observations.fields}
@@ -256,6 +228,8 @@ def load_policy(path: str | os.PathLike, checkpoint: int | str | None = None, be
     "last" or a checkpoint number picks another (best=True is checkpoint="best")."""
     if not isinstance(path, (str, os.PathLike)):
         raise UsageError(f"tfrl.load_policy: path must be a path, got {path!r}")
+    if portable.is_portable(path):  # no TensorFlow needed: tfrl.load_policy routes these before importing this
+        return tfrl.load_policy(path, checkpoint=checkpoint, best=best)
     path = pathlib.Path(path)
     if (path / runs.CONFIG_FILE).is_file():
         loaded = runs.load_policy(path, checkpoint, best)

@@ -97,8 +97,11 @@ def input_name(key: str) -> str:
 
 
 def export_saved_model(policy: ServingPolicy, observations: ObsSpec | Sequence[int], base_path: pathlib.Path,
-                       model_name: str, metadata: Mapping[str, Any]) -> pathlib.Path:
-    """Writes the next version of <base_path>/<model_name> and returns its directory."""
+                       model_name: str, metadata: Mapping[str, Any],
+                       finish: Callable[[pathlib.Path], Mapping[str, Any]] | None = None) -> pathlib.Path:
+    """Writes the next version of <base_path>/<model_name> and returns its directory. finish(directory), if given,
+    runs on the written SavedModel before the version is in place (tfrl.portable adds its files there); what it
+    returns joins the metadata, and an error it raises leaves no version behind."""
     if not model_name or model_name in (".", "..") or "/" in model_name or os.sep in model_name:
         raise UsageError(f"model name must be a plain directory name, got {model_name!r}")
     model_dir = pathlib.Path(base_path) / model_name
@@ -120,6 +123,7 @@ def export_saved_model(policy: ServingPolicy, observations: ObsSpec | Sequence[i
     try:
         try:
             archive.write_out(str(tmp_dir), verbose=False)
+            metadata = {**metadata, **(finish(tmp_dir) if finish is not None else {})}
             (tmp_dir / METADATA_DIR).mkdir(exist_ok=True)
             (tmp_dir / METADATA_DIR / METADATA_FILE).write_text(json.dumps(dict(metadata), indent=2) + "\n")
         except (OSError, tf.errors.OpError) as e:

@@ -20,7 +20,7 @@ import dataclasses
 import json
 import os
 import pathlib
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from absl import logging
 
@@ -374,9 +374,11 @@ def _which_policy(run_dir: pathlib.Path, run_config: RunRecord, checkpoint: int 
 
 
 def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
-               checkpoint: int | str | None = None, best: bool = False) -> pathlib.Path:
+               checkpoint: int | str | None = None, best: bool = False,
+               finisher: Callable[..., Callable] | None = None) -> pathlib.Path:
     """Exports a greedy policy of the run (load_policy's `checkpoint`: by default the one a run exports) as the
-    next version of <base_path>/<model_name>; returns its dir."""
+    next version of <base_path>/<model_name>; returns its dir. finisher(env) gives export_saved_model's `finish`
+    (tfrl.portable.convert.finisher: the LiteRT and ONNX files)."""
     loaded = load_policy(run_dir, checkpoint, best)
     best = loaded.best
     observations = loaded.env.observations
@@ -398,7 +400,9 @@ def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
         "run_dir": str(pathlib.Path(run_dir).resolve()),
         "tfrl_version": tfrl.__version__,
     }
-    return export.export_saved_model(loaded.policy, observations, base_path, model_name, metadata)
+    env = envs.as_spec(loaded.run_config.env_id, loaded.run_config.env_kwargs)
+    finish = finisher(env) if finisher is not None else None
+    return export.export_saved_model(loaded.policy, observations, base_path, model_name, metadata, finish)
 
 
 def _observation_json(observations) -> dict:

@@ -1,0 +1,209 @@
+"""LiteRT and ONNX exports (tfrl.portable): every agent and space the SavedModel serves, converted, checked against
+the SavedModel, and run without TensorFlow.
+
+Short runs of each kind train once in this process (module fixture); the exports and checks run on them.
+"""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tfrl
+from tfrl import envs, export, runs, serving
+from tfrl.errors import UsageError
+from tfrl.portable import convert, parity, runtime
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+_OFF = {"eval_interval": 0, "final_eval_episodes": 1, "checkpoint_interval": 0}
+# name: (agent, env, hp). Each is a kind of policy the SavedModel serves.
+KINDS = {
+    "dqn": ("dqn", "CartPole-v1", {"total_env_steps": 600, "learning_starts": 200, "hidden_sizes": [16]}),
+    "ppo_discrete": ("ppo", "CartPole-v1", {"total_env_steps": 256, "num_envs": 2, "rollout_length": 64,
+                                            "batch_size": 64, "n_epochs": 1, "hidden_sizes": [16]}),
+    "ppo_continuous": ("ppo", "Pendulum-v1", {"total_env_steps": 256, "num_envs": 2, "rollout_length": 64,
+                                              "batch_size": 64, "n_epochs": 1, "hidden_sizes": [16],
+                                              "normalize_observations": True}),
+    "sac": ("sac", "Pendulum-v1", {"total_env_steps": 400, "learning_starts": 200, "batch_size": 32,
+                                   "hidden_sizes": [16]}),
+    "dqn_cnn": ("dqn", "tfrl/Catch-v0", {"total_env_steps": 400, "learning_starts": 200, "torso": "minatar_cnn",
+                                         "hidden_sizes": [16], "num_envs": 1}),
+    "ppo_dict_mask": ("ppo", "tfrl/MaskedPick-v0", {"total_env_steps": 256, "num_envs": 2, "rollout_length": 64,
+                                                    "batch_size": 64, "n_epochs": 1, "hidden_sizes": [16]}),
+    "a2c_multidiscrete": ("a2c", "tfrl/MultiKnob-v0", {"total_env_steps": 256, "num_envs": 2,
+                                                       "rollout_length": 8, "hidden_sizes": [16]}),
+}
+# Weights big enough to be quantized (LiteRT leaves tensors under 1024 elements in float32).
+WIDE = ("dqn", "CartPole-v1", {"total_env_steps": 600, "learning_starts": 200, "hidden_sizes": [256, 256]})
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """{kind: run directory} of short runs, no export."""
+    root = tmp_path_factory.mktemp("portable")
+    run_dirs = {}
+    for name, (agent, env, hp) in {**KINDS, "dqn_wide": WIDE}.items():
+        tfrl.train(agent, env, hp={**hp, **_OFF}, run_dir=root / name, preset="none", export=False, verbose=0)
+        run_dirs[name] = root / name
+    return run_dirs
+
+
+def _env(run_dir):
+    record = runs.read_config(run_dir)
+    return envs.as_spec(record.env_id, record.env_kwargs)
+
+
+def _export(run_dir, base, formats=("litert", "onnx"), quantize="none", **options):
+    def finisher(env):
+        return convert.finisher(formats, quantize, env, num_observations=300, **options)
+
+    return runs.export_run(run_dir, base, "m", finisher=finisher)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_kind_of_policy_converts_and_answers_as_its_saved_model(trained, tmp_path, kind):
+    version = _export(trained[kind], tmp_path)
+    metadata = export.read_metadata(version)
+    reference = serving.load(version)
+    batch = parity.recorded_observations(reference, _env(trained[kind]), 200, seed=7)
+    want = reference.outputs(batch)
+    for name, file in convert.FILES.items():
+        report = metadata["portable"][name]["parity"]
+        assert report["passed"] and report["observations"] == 300, report
+        policy = tfrl.load_policy(version / file)
+        got = policy.outputs(batch)
+        assert set(got) == set(want)
+        assert np.array_equal(policy(batch), want["action"]) or want["action"].dtype.kind == "f"
+        for key, value in want.items():
+            np.testing.assert_allclose(got[key].reshape(value.shape), value, rtol=1e-4, atol=1e-4)
+    one = batch[0] if not reference.observations.structured else {k: batch[k][0] for k in batch.dtype.names}
+    assert np.shape(tfrl.load_policy(version / "policy.tflite")(one)) == np.shape(want["action"][0])
+
+
+@pytest.mark.parametrize("quantize, agreement", [("float16", 0.97), ("int8", 0.90)])
+def test_quantized_litert_files_are_smaller_and_within_their_tolerance(trained, tmp_path, quantize, agreement):
+    plain = _export(trained["dqn_wide"], tmp_path / "plain", formats=("litert",))
+    quantized = _export(trained["dqn_wide"], tmp_path / quantize, formats=("litert",), quantize=quantize)
+    entry = export.read_metadata(quantized)["portable"]["litert"]
+    assert entry["quantize"] == quantize and entry["parity"]["tolerance"]["agreement"] == agreement
+    assert entry["parity"]["action_agreement"] >= agreement and entry["parity"]["passed"]
+    shrink = {"float16": 0.55, "int8": 0.3}[quantize]  # 2 and 4 bytes per weight instead of 4
+    assert (quantized / "policy.tflite").stat().st_size < shrink * (plain / "policy.tflite").stat().st_size
+
+
+def test_a_failed_parity_check_writes_no_version_unless_allowed(trained, tmp_path, monkeypatch):
+    monkeypatch.setitem(parity.TOLERANCES, ("litert", "int8"), (1.0, 0.0))  # int8 weights cannot be exact
+    with pytest.raises(UsageError, match=r"--format=litert: the converted policy differs from the SavedModel "
+                                         r"\(.*q_values off by .* allowed 0\); nothing was written"):
+        _export(trained["dqn_wide"], tmp_path, formats=("litert",), quantize="int8")
+    assert export.version_numbers(tmp_path / "m") == []
+    version = _export(trained["dqn_wide"], tmp_path, formats=("litert",), quantize="int8", allow_mismatch=True)
+    assert not export.read_metadata(version)["portable"]["litert"]["parity"]["passed"]
+
+
+def test_a_converter_that_cannot_express_the_policy_is_one_line_naming_the_format(trained, tmp_path, monkeypatch):
+    def refuse(*_):
+        raise RuntimeError("ConverterError: <unknown>:0: error: 'tf.SomeOp' op is neither a custom op nor a flex op\n"
+                           "more detail")
+
+    monkeypatch.setattr(convert, "_to_onnx", refuse)
+    with pytest.raises(UsageError) as refused:
+        _export(trained["dqn"], tmp_path)
+    assert str(refused.value) == ("--format=onnx: the ONNX converter cannot express this policy (ConverterError: "
+                                  "<unknown>:0: error: 'tf.SomeOp' op is neither a custom op nor a flex op)")
+    assert export.version_numbers(tmp_path / "m") == []
+
+
+def test_bad_format_requests_are_refused(trained):
+    with pytest.raises(UsageError, match="--format: unknown format 'tflite'; choose from saved_model, litert, onnx"):
+        convert.check_request(["saved_model", "tflite"], "none")
+    with pytest.raises(UsageError, match="--litert_quantize: unknown quantization 'int4'"):
+        convert.check_request(["litert"], "int4")
+    with pytest.raises(UsageError, match="--litert_quantize=int8 applies to --format=litert"):
+        convert.check_request(["saved_model", "onnx"], "int8")
+    assert convert.check_request(["saved_model", "onnx", "litert", "onnx"], "none") == ("onnx", "litert")
+
+
+def test_bad_files_and_arguments_are_one_clear_error(trained, tmp_path):
+    broken = tmp_path / "policy.tflite"
+    broken.write_bytes(b"not a flatbuffer")
+    with pytest.raises(UsageError, match="cannot load it as litert, is it truncated or damaged"):
+        tfrl.load_policy(broken)
+    (tmp_path / "policy.onnx").write_bytes(b"\x00" * 10)
+    with pytest.raises(UsageError, match="cannot load it as onnx"):
+        tfrl.load_policy(tmp_path / "policy.onnx")
+    with pytest.raises(UsageError, match="does not exist"):
+        tfrl.load_policy(tmp_path / "missing.onnx")
+    version = _export(trained["dqn"], tmp_path / "ok", formats=("onnx",))
+    with pytest.raises(UsageError, match="checkpoint and best apply to run directories only"):
+        tfrl.load_policy(version / "policy.onnx", best=True)
+    policy = tfrl.load_policy(version / "policy.onnx")
+    with pytest.raises(UsageError, match=r"takes observations of shape \(4,\) .* got \(3, 5\)"):
+        policy(np.zeros((3, 5), np.float32))
+    with pytest.raises(UsageError, match="threads must be an integer >= 1"):
+        tfrl.load_policy(version / "policy.onnx", threads=0)
+
+
+# In a process where TensorFlow, Keras, gymnasium and absl cannot be imported, as in an install of tfrl with
+# --no-deps beside NumPy and a runtime: load both files, answer, and check what was imported.
+_TF_FREE = """
+import json, sys
+for name in ("tensorflow", "keras", "gymnasium", "absl", "tqdm", "tf2onnx", *sys.argv[3:]):
+    sys.modules[name] = None
+import numpy as np, tfrl
+batch = np.load(sys.argv[2])
+answers = {}
+for file in ("policy.tflite", "policy.onnx"):
+    try:
+        answers[file] = tfrl.load_policy(sys.argv[1] + "/" + file)(batch).tolist()
+    except tfrl.errors.UsageError as e:
+        answers[file] = str(e)
+loaded = sorted({m.split(".")[0] for m, v in sys.modules.items() if v is not None})
+print(json.dumps({"answers": answers, "loaded": loaded}))
+"""
+
+
+def _tf_free(version, batch_file, *hidden):
+    completed = subprocess.run([sys.executable, "-c", _TF_FREE, str(version), str(batch_file), *hidden],
+                               capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def test_the_files_load_and_answer_without_tensorflow(trained, tmp_path):
+    version = _export(trained["dqn"], tmp_path)
+    reference = serving.load(version)
+    batch = parity.recorded_observations(reference, _env(trained["dqn"]), 50, seed=3)
+    np.save(tmp_path / "batch.npy", batch)
+    result = _tf_free(version, tmp_path / "batch.npy")
+    assert result["answers"]["policy.tflite"] == reference.policy(batch).tolist()
+    assert result["answers"]["policy.onnx"] == reference.policy(batch).tolist()
+    assert not {"tensorflow", "keras", "gymnasium", "absl"} & set(result["loaded"]), result["loaded"]
+    assert {"ai_edge_litert", "onnxruntime"} <= set(result["loaded"])
+
+    missing = _tf_free(version, tmp_path / "batch.npy", "ai_edge_litert", "onnxruntime")["answers"]
+    assert missing["policy.tflite"].endswith("needs ai-edge-litert, which is not installed: pip install 'tfrl[litert]'")
+    assert missing["policy.onnx"].endswith("needs onnxruntime, which is not installed: pip install 'tfrl[onnx]'")
+
+
+def test_the_export_command_writes_and_reports_every_format(trained, tmp_path):
+    completed = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "export.py"), f"--run_dir={trained['sac']}", "--model_name=sac",
+         f"--base_path={tmp_path}", "--format=saved_model,litert,onnx", "--litert_quantize=float16",
+         "--parity_observations=200"], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    lines = completed.stdout.strip().splitlines()
+    assert lines[0] == f"exported: {tmp_path / 'sac' / '1'}"
+    assert lines[1].startswith(f"exported: {tmp_path / 'sac' / '1' / 'policy.tflite'} (parity on 200 observations: ")
+    assert "action max error" in lines[1] and lines[2].startswith(f"exported: {tmp_path / 'sac' / '1' / 'policy.onnx'}")
+    assert "XNNPACK" not in completed.stderr and "tf_tfl_flatbuffer_helpers" not in completed.stderr
+
+    bad = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "export.py"), f"--run_dir={trained['sac']}",
+                          "--model_name=sac2", f"--base_path={tmp_path}", "--format=onnx,tflite"],
+                         capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == (
+        "export.py: error: --format: unknown format 'tflite'; choose from saved_model, litert, onnx")
+    assert not (tmp_path / "sac2").exists()

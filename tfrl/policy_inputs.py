@@ -1,0 +1,61 @@
+"""What a policy object accepts, checked and batched with NumPy alone (no TensorFlow, no gymnasium).
+
+A policy takes one observation or a batch: an array, or for Dict observations a dict {key: array} or a structured
+array with one field per key. `fields` describes what it takes: objects with `key`, `shape`, `dtype` and `image`
+(tfrl.observations.Field, or InputField for a model read without tfrl's metadata).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from tfrl.errors import UsageError
+
+
+@dataclasses.dataclass(frozen=True)
+class InputField:
+    key: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def image(self) -> bool:
+        return self.dtype == "uint8" and len(self.shape) == 3 and self.key != "action_mask"
+
+
+def as_batch(fields: Sequence[Any], structured: bool, obs, source: str) -> tuple[Any, bool]:
+    """(the observations as a batch: one array, or {key: array}; whether one observation was given)."""
+    if not structured:
+        return field_batch(fields[0], obs, "observations", source)
+    if not isinstance(obs, Mapping) and getattr(getattr(obs, "dtype", None), "names", None) is None:
+        raise UsageError(f"{source} takes a dict of {', '.join(f.key for f in fields)}, got {type(obs).__name__}")
+    keys = [field.key for field in fields]
+    given = set(obs.keys() if isinstance(obs, Mapping) else obs.dtype.names)
+    missing, extra = sorted(set(keys) - given), sorted(given - set(keys))
+    if missing or extra:
+        raise UsageError(f"{source} takes the fields {', '.join(keys)}; "
+                         + (f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(extra)}"))
+    arrays = {field.key: field_batch(field, obs[field.key], f"field {field.key!r}", source) for field in fields}
+    singles = {single for _, single in arrays.values()}
+    if len(singles) > 1 or len({len(array) for array, _ in arrays.values()}) > 1:
+        raise UsageError(f"{source}: the fields are not all one observation or all a batch of one size")
+    return {key: array for key, (array, _) in arrays.items()}, singles.pop()
+
+
+def field_batch(field, value, what: str, source: str) -> tuple[np.ndarray, bool]:
+    """One field's value as a batch [N, *shape] in its dtype, and whether it was one observation."""
+    array = np.asarray(value)
+    if field.dtype == "uint8" and array.dtype != np.uint8 and field.image:  # a float image would be truncated
+        raise UsageError(f"{source} takes uint8 {what} (images), got {array.dtype}")
+    if array.dtype.kind not in "biuf":
+        raise UsageError(f"{source} takes numbers as {what}, got {array.dtype}")
+    array = array.astype(field.dtype, copy=False)
+    if array.shape == tuple(field.shape):
+        return array[None], True
+    if array.shape[1:] != tuple(field.shape):
+        raise UsageError(f"{source} takes {what} of shape {tuple(field.shape)} (or a batch "
+                         f"[N, *{tuple(field.shape)}]), got {array.shape}")
+    return array, False

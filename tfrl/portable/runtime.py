@@ -1,0 +1,145 @@
+"""A LiteRT or ONNX policy file as a NumPy policy, with no TensorFlow, Keras or gymnasium in the process.
+
+    policy = tfrl.load_policy("saved_models/cartpole/1/policy.tflite")   # or .../policy.onnx
+    action = policy(observation)          # one observation -> one action; a batch -> a batch
+    policy.outputs(batch)                 # every output: "action", and "q_values", "logits"/"value" or "mean"
+
+The file holds the export's `serving_default`: the same named inputs (one "observation", or one per Dict key with
+"." written "_", the action mask included) and outputs. Beside a SavedModel, the version's
+assets.extra/tfrl_metadata.json names the Dict keys; a file copied alone is read from its own inputs.
+Each model runs on `threads` CPU threads (1 by default: a small MLP answers fastest on one).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pathlib
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from tfrl import policy_inputs
+from tfrl.errors import UsageError
+
+FORMATS = {".tflite": "litert", ".onnx": "onnx"}
+EXTRAS = {"litert": ("ai_edge_litert", "tfrl[litert]"), "onnx": ("onnxruntime", "tfrl[onnx]")}
+SIGNATURE = "serving_default"  # tfrl.export.SIGNATURE, without importing TensorFlow
+FLAT_INPUT = "observation"  # tfrl.export.INPUT_NAME
+_ONNX_TYPES = {"tensor(float)": "float32", "tensor(uint8)": "uint8", "tensor(int64)": "int64",
+               "tensor(int32)": "int32", "tensor(double)": "float64"}
+
+
+def is_portable(path: str | pathlib.Path) -> bool:
+    return pathlib.Path(path).suffix in FORMATS
+
+
+class PortablePolicy:
+    """A greedy policy in a LiteRT or ONNX file: policy(obs) -> actions, for one observation or a batch."""
+
+    def __init__(self, path: pathlib.Path, run: Callable[[Mapping[str, np.ndarray]], dict],
+                 inputs: dict[str, policy_inputs.InputField], metadata: dict | None):
+        self.path, self.format, self.metadata = path, FORMATS[path.suffix], metadata
+        self.source = str(path)
+        self._run = run
+        self._inputs = inputs  # input name -> its field (key: the Dict key, or "observation")
+        self.structured = _structured(inputs, metadata)
+
+    @property
+    def fields(self) -> tuple[policy_inputs.InputField, ...]:
+        return tuple(self._inputs.values())
+
+    def outputs(self, obs) -> dict[str, np.ndarray]:
+        batch, _ = policy_inputs.as_batch(self.fields, self.structured, obs, self.source)
+        return self._run(self._feed(batch))
+
+    def __call__(self, obs) -> np.ndarray:
+        batch, single = policy_inputs.as_batch(self.fields, self.structured, obs, self.source)
+        actions = self._run(self._feed(batch))["action"]
+        return actions[0] if single else actions
+
+    def _feed(self, batch) -> dict[str, np.ndarray]:
+        if not self.structured:
+            return {next(iter(self._inputs)): batch}
+        return {name: batch[field.key] for name, field in self._inputs.items()}
+
+    def __repr__(self) -> str:
+        return f"PortablePolicy({self.source}, {self.format}, inputs={ {f.key: f.shape for f in self.fields} })"
+
+
+def load(path: str | pathlib.Path, threads: int = 1) -> PortablePolicy:
+    """The policy in a .tflite or .onnx file written by `tfrl export --format=litert|onnx`."""
+    path = pathlib.Path(path)
+    if path.suffix not in FORMATS:
+        raise UsageError(f"{path}: not a LiteRT (.tflite) or ONNX (.onnx) file")
+    if not path.is_file():
+        raise UsageError(f"{path} does not exist")
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise UsageError(f"threads must be an integer >= 1, got {threads!r}")
+    module = _runtime(FORMATS[path.suffix], path)
+    opener = _open_litert if FORMATS[path.suffix] == "litert" else _open_onnx
+    try:
+        run, specs = opener(module, path, threads)
+    except Exception as e:  # noqa: BLE001 - a truncated or foreign file: each runtime raises its own kind
+        reason = (str(e) or type(e).__name__).strip().splitlines()[0]
+        raise UsageError(f"{path}: cannot load it as {FORMATS[path.suffix]}, is it truncated or damaged? "
+                         f"({reason})") from None
+    metadata = _metadata(path)
+    return PortablePolicy(path, run, _fields(specs, metadata), metadata)
+
+
+def _runtime(fmt: str, path: pathlib.Path):
+    module, extra = EXTRAS[fmt]
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UsageError(f"{path}: running a {fmt} policy needs {module.replace('_', '-')}, which is not "
+                         f"installed: pip install '{extra}'") from None
+
+
+def _open_litert(module, path: pathlib.Path, threads: int):
+    interpreter = importlib.import_module(f"{module.__name__}.interpreter").Interpreter(
+        model_path=str(path), num_threads=threads)
+    if SIGNATURE not in interpreter.get_signature_list():
+        raise ValueError(f"no {SIGNATURE!r} signature")
+    runner = interpreter.get_signature_runner(SIGNATURE)
+    specs = {name: (tuple(int(d) for d in detail["shape"][1:]), np.dtype(detail["dtype"]).name)
+             for name, detail in runner.get_input_details().items()}
+    return (lambda feed: dict(runner(**feed))), specs
+
+
+def _open_onnx(module, path: pathlib.Path, threads: int):
+    options = module.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.log_severity_level = 3  # errors only: its warnings go to stderr, not to the caller
+    session = module.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    names = [output.name for output in session.get_outputs()]
+    specs = {item.name: (tuple(int(d) for d in item.shape[1:]), _ONNX_TYPES.get(item.type, "float32"))
+             for item in session.get_inputs()}
+    return (lambda feed: dict(zip(names, session.run(names, feed)))), specs
+
+
+def _metadata(path: pathlib.Path) -> dict | None:
+    """tfrl_metadata.json of the version the file sits in (tfrl.export's assets.extra), if it is there."""
+    candidate = path.parent / "assets.extra" / "tfrl_metadata.json"
+    try:
+        return json.loads(candidate.read_text()) if candidate.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _fields(specs: Mapping[str, tuple], metadata: dict | None) -> dict[str, policy_inputs.InputField]:
+    """Input name -> field; the Dict keys from the metadata where it names them ("arm.joints" is input
+    "arm_joints"), else the input names."""
+    keys = {field["key"].replace(".", "_"): field["key"] for field in _metadata_fields(metadata)}
+    return {name: policy_inputs.InputField(keys.get(name, name), shape, dtype)
+            for name, (shape, dtype) in sorted(specs.items())}
+
+
+def _metadata_fields(metadata: dict | None) -> list[dict]:
+    fields = ((metadata or {}).get("observation") or {}).get("fields")
+    return [field for field in fields or [] if isinstance(field, dict) and isinstance(field.get("key"), str)]
+
+
+def _structured(inputs: Mapping[str, Any], metadata: dict | None) -> bool:
+    return bool(_metadata_fields(metadata)) or set(inputs) != {FLAT_INPUT}
