@@ -35,6 +35,12 @@ KINDS = {
                                                     "batch_size": 64, "n_epochs": 1, "hidden_sizes": [16]}),
     "a2c_multidiscrete": ("a2c", "tfrl/MultiKnob-v0", {"total_env_steps": 256, "num_envs": 2,
                                                        "rollout_length": 8, "hidden_sizes": [16]}),
+    "a2c_multibinary": ("a2c", "tfrl/Switches-v0", {"total_env_steps": 256, "num_envs": 2, "rollout_length": 8,
+                                                    "hidden_sizes": [16]}),
+    "dqn_dict_discrete_keys": ("dqn", "tfrl/GoalGrid-v0", {"total_env_steps": 600, "learning_starts": 200,
+                                                           "hidden_sizes": [16]}),
+    "sac_dict": ("sac", "tfrl/GoalPoint-v0", {"total_env_steps": 400, "learning_starts": 200, "batch_size": 32,
+                                              "hidden_sizes": [16]}),
 }
 # Weights big enough to be quantized (LiteRT leaves tensors under 1024 elements in float32).
 WIDE = ("dqn", "CartPole-v1", {"total_env_steps": 600, "learning_starts": 200, "hidden_sizes": [256, 256]})
