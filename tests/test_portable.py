@@ -198,7 +198,7 @@ def test_the_files_load_and_answer_without_tensorflow(trained, tmp_path):
 def test_the_export_command_writes_and_reports_every_format(trained, tmp_path):
     completed = subprocess.run(
         [sys.executable, str(REPO_ROOT / "scripts" / "export.py"), f"--run_dir={trained['sac']}", "--model_name=sac",
-         f"--base_path={tmp_path}", "--format=saved_model,litert,onnx", "--litert_quantize=float16",
+         f"--base_path={tmp_path}", "--format=saved_model,litert", "--format=onnx", "--litert_quantize=float16",
          "--parity_observations=200"], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
     assert completed.returncode == 0, completed.stderr[-3000:]
     lines = completed.stdout.strip().splitlines()

@@ -29,8 +29,8 @@ flags.DEFINE_string("checkpoint", None, "Which policy: best (the run's best eval
 flags.DEFINE_boolean("best", False, "The same as --checkpoint=best.")
 flags.DEFINE_string("model_name", None, "Model name: the directory under --base_path (required).")
 flags.DEFINE_string("base_path", "saved_models", "TF Serving's model base path; versions go to <base_path>/<model_name>/<N>/.")
-flags.DEFINE_list("format", ["saved_model"], "What to write into the version: saved_model (always written), litert "
-                  "(policy.tflite), onnx (policy.onnx); comma-separated.")
+flags.DEFINE_multi_string("format", ["saved_model"], "What to write into the version: saved_model (always "
+                          "written), litert (policy.tflite), onnx (policy.onnx); comma-separated or repeated.")
 flags.DEFINE_string("litert_quantize", "none", "LiteRT weights: none (float32), float16, or int8 (dynamic range).")
 flags.DEFINE_boolean("allow_mismatch", False, "Keep a converted file that fails its parity check against the "
                      "SavedModel (the check's result is in tfrl_metadata.json) instead of stopping.")
@@ -55,7 +55,8 @@ def main(argv):
     cli.check_output_dir("base_path", pathlib.Path(FLAGS.base_path))
     if not 1 <= FLAGS.parity_observations <= 100_000:
         raise UsageError(f"--parity_observations must be in [1, 100000], got {FLAGS.parity_observations}")
-    formats = portable_formats.check_request(FLAGS.format, FLAGS.litert_quantize)
+    asked = [name.strip() for value in FLAGS.format for name in value.split(",") if name.strip()]
+    formats = portable_formats.check_request(asked, FLAGS.litert_quantize)
     from tfrl import runs  # imports TensorFlow: seconds
     from tfrl.portable import convert
 
