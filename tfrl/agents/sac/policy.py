@@ -7,17 +7,13 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl import networks, normalization
+from tfrl.agents.off_policy.continuous import to_env_action
 from tfrl.agents.sac.config import SACConfig
 from tfrl.envs import EnvInfo
 from tfrl.export import ServingPolicy
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # SB3's bounds on the actor's log std
 ACTOR_KEY = "actor"  # the actor's key in SACLearner.checkpoint_items() and in the serving policy's
-
-
-def to_env_action(squashed, low, high):
-    """[-1, 1] -> the Box: low + (a + 1) / 2 * (high - low) (NumPy or TF)."""
-    return low + (squashed + 1.0) * 0.5 * (high - low)
 
 
 def greedy_outputs(actor, env: EnvInfo):

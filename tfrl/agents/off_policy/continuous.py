@@ -1,0 +1,132 @@
+"""The acting half every continuous-action, replay-based agent shares (SAC, TD3): act with a NumPy mirror of the
+actor, store transitions, train every train_period_env_steps (tfrl.agents.off_policy.training: the replay, the
+train deadline, K gradient steps per TF call, optionally in the background).
+
+Actions are kept in [-1, 1]^D (what the actor's tanh gives, and what the replay and the critics see); the env
+gets them rescaled to its Box. Before learning_starts env steps, actions are uniform in [-1, 1]^D (SB3 too).
+Noise the learner's step needs (SAC's sampled actions, TD3's target smoothing) is drawn here, in NumPy, and goes
+in with the batch, so a train call is a pure function of its inputs. With normalize_observations the replay keeps
+raw observations; acting counts each one in the running statistics and each sampled batch is normalized with
+the statistics of its train call (tfrl.normalization).
+
+A subclass says how it explores (`explore`), what its greedy action is (`greedy_squashed`), which noise its
+batches carry (NOISE_FIELDS, in BATCH) and how it builds its mirror and serving policy. Its share of a checkpoint: the
+replay (arrays), the acting and noise RNGs, the train deadline, the last metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from tfrl.agents.core import rng_state, set_rng_state
+from tfrl.agents.off_policy.training import ReplayTraining, check_first_batch
+from tfrl.envs import EnvInfo, VectorStepper
+from tfrl.replay import UniformReplay
+
+
+def to_env_action(squashed, low, high):
+    """[-1, 1] -> the Box: low + (a + 1) / 2 * (high - low) (NumPy or TF)."""
+    return low + (squashed + 1.0) * 0.5 * (high - low)
+
+
+class ContinuousAgent:
+    NAME = ""  # in messages
+    NOISE_FIELDS: tuple[str, ...] = ()  # standard-normal [K, B, D] arrays each batch carries, drawn in this order
+    BATCH: type = dict  # what the learner's update takes: BATCH(transitions)
+
+    def __init__(self, learner, config, env: EnvInfo, seed: int, mirror):
+        self.learner, self.config, self._env_info = learner, config, env
+        self._size = env.action_size
+        self._low, self._high = (np.asarray(b, np.float32).reshape(self._size) for b in (env.action_low, env.action_high))
+        self._mirror = mirror
+        self.rng = np.random.default_rng(seed)  # acting
+        self._noise_rng = np.random.default_rng([seed, 1])  # the learner's noise
+        replay = UniformReplay(config.replay_capacity, env.observations.row_shape, seed, (self._size,), np.float32,
+                               obs_dtype=env.observations.numpy_dtype)
+        self.training = ReplayTraining(learner, config, replay, self._apply)
+        self._metrics: dict[str, float] = {}
+        self._obs_normalizer = learner.obs_normalizer
+
+    @property
+    def replay(self):
+        return self.training.replay
+
+    def explore(self, obs: np.ndarray) -> np.ndarray:
+        """Exploring actions in [-1, 1]^D [N, D] for normalized observations."""
+        raise NotImplementedError
+
+    def greedy_squashed(self, obs: np.ndarray) -> np.ndarray:
+        """The greedy actions in [-1, 1]^D [N, D] for normalized observations."""
+        raise NotImplementedError
+
+    def collect(self, env: VectorStepper) -> None:
+        obs = self._obs_normalizer.observe(env.obs)
+        if env.env_step < self.config.learning_starts:
+            squashed = self.rng.uniform(-1.0, 1.0, (env.num_envs, self._size)).astype(np.float32)
+        else:
+            squashed = self.explore(obs)
+        step = env.step(self._env_action(squashed))
+        discount = self.config.gamma * (1.0 - step.terminated.astype(np.float32))
+        self.replay.add(step.obs, squashed, step.reward, discount.astype(np.float32), step.final_obs())
+
+    def train(self, env_step: int) -> None:
+        if not self.training.due(env_step):
+            return
+        k, b = self.config.gradient_steps_per_train, self.config.batch_size
+        transitions = self.training.sample()
+        for name in ("obs", "next_obs"):  # the replay keeps raw observations
+            transitions[name] = self._obs_normalizer(transitions[name])
+        for name in self.NOISE_FIELDS:
+            transitions[name] = self._noise_rng.standard_normal((k, b, self._size)).astype(np.float32)
+        self.training.run(self.BATCH(transitions))
+
+    def _apply(self, update, context) -> None:
+        del context
+        self._mirror.update(update.weights)
+        self._metrics = update.metrics
+
+    def settle(self) -> None:
+        """Ends the train call in flight; the observation statistics go into the layer that checkpoints and the
+        best policy save."""
+        self.training.settle()
+        self._obs_normalizer.sync()
+
+    def close(self) -> None:
+        self.training.close()
+
+    def _env_action(self, squashed: np.ndarray) -> np.ndarray:
+        actions = to_env_action(squashed, self._low, self._high)
+        return actions.reshape(len(squashed), *self._env_info.action_shape)
+
+    def log_values(self) -> dict[str, float]:
+        return dict(self._metrics)
+
+    def counters(self) -> dict[str, int]:
+        return {"gradient_steps": int(self.learner.gradient_steps_done.numpy())}
+
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        return self._env_action(self.greedy_squashed(self._obs_normalizer(obs)))
+
+    def checkpoint_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        self.settle()
+        training_state, arrays = self.training.checkpoint_state()
+        return {**training_state, "train_metrics": self._metrics, "actor_rng": rng_state(self.rng),
+                "noise_rng": rng_state(self._noise_rng)}, arrays
+
+    def restore(self, state: Mapping, arrays: Mapping[str, np.ndarray]) -> None:
+        self.training.restore(state, arrays)
+        self._metrics = dict(state["train_metrics"])
+        set_rng_state(self.rng, state["actor_rng"])
+        set_rng_state(self._noise_rng, state["noise_rng"])
+        self.reload_weights()
+
+    def reload_weights(self) -> None:
+        self._mirror.update([v.numpy() for v in self.learner.actor.trainable_variables])
+        self._obs_normalizer.load()
+
+    @classmethod
+    def check_runtime(cls, config, runtime) -> None:
+        """With several workers every train call is a collective: the first must find a full batch everywhere."""
+        check_first_batch(cls.NAME, config, runtime)
