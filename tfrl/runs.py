@@ -400,8 +400,9 @@ def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
         "run_dir": str(pathlib.Path(run_dir).resolve()),
         "tfrl_version": tfrl.__version__,
     }
-    env = envs.as_spec(loaded.run_config.env_id, loaded.run_config.env_kwargs)
-    finish = finisher(env) if finisher is not None else None
+    finish = None
+    if finisher is not None:  # it plays the env: an id the run can make again
+        finish = finisher(envs.as_spec(loaded.run_config.env_id, loaded.run_config.env_kwargs))
     return export.export_saved_model(loaded.policy, observations, base_path, model_name, metadata, finish)
 
 
