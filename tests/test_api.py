@@ -93,8 +93,8 @@ def test_policies_load_from_a_run_dir_a_version_dir_and_a_model_dir(tmp_path):
 
 
 def test_bad_input_raises_a_usage_error_and_writes_nothing(tmp_path):
-    with pytest.raises(UsageError, match="unknown agent 'td3'"):
-        tfrl.train("td3", "CartPole-v1", run_dir=tmp_path / "a")
+    with pytest.raises(UsageError, match="unknown agent 'ddpg'"):
+        tfrl.train("ddpg", "CartPole-v1", run_dir=tmp_path / "a")
     with pytest.raises(UsageError, match="unknown hyperparameter 'lerning_rate' for DQNConfig; did you mean learning_rate"):
         tfrl.train("dqn", "CartPole-v1", hp={"lerning_rate": 1e-3}, run_dir=tmp_path / "b")
     with pytest.raises(UsageError, match="returned int, not a gymnasium.Env"):

@@ -42,7 +42,7 @@ def train(agent: str, env: str | Callable[..., Any] | envs.EnvSpec, *, hp: Mappi
           export: bool = True, model_name: str | None = None, new_run: bool = False,
           init_from: str | os.PathLike | None = None, config_dir: str | os.PathLike | None = None,
           verbose: int = 1, progress_bar: bool | None = None) -> Run:
-    """Trains `agent` ("dqn", "a2c", "ppo", "sac") on `env` and returns the Run.
+    """Trains `agent` ("dqn", "a2c", "ppo", "sac", "td3") on `env` and returns the Run.
 
     env: a gymnasium id ("CartPole-v1"), "module:Id" (the module is imported first: it registers the id), or a
       function returning a gymnasium.Env (called once per env copy: vector envs, evaluation), made with

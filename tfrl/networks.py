@@ -359,6 +359,15 @@ def squashed_gaussian_actor(obs_shape: Sequence[int] | ObsSpec, action_size: int
     return keras.Model(obs, keras.ops.concatenate([mean, log_std], axis=-1), name=name)
 
 
+def deterministic_actor(obs_shape: Sequence[int] | ObsSpec, action_size: int, hidden_sizes: Sequence[int],
+                        name: str = "td3_actor") -> keras.Model:
+    """TD3's actor: obs [B, *obs_shape] -> action in [-1, 1]^D [B, D] (ReLU torso, tanh head "action_head")."""
+    obs, x = observation_input(obs_shape, "float32", "mlp")
+    x = mlp_torso(x, hidden_sizes, "relu")
+    action = keras.layers.Dense(action_size, activation="tanh", name="action_head", dtype="float32")(x)
+    return keras.Model(obs, action, name=name)
+
+
 def q_critic(obs_shape: Sequence[int] | ObsSpec, action_size: int, hidden_sizes: Sequence[int], name: str) -> keras.Model:
     """A continuous-action critic: (obs [B, *obs_shape], action [B, D]) -> Q(s, a) [B] (ReLU torso)."""
     obs, x = observation_input(obs_shape, "float32", "mlp")
@@ -382,3 +391,17 @@ class NumpySquashedActor:
     def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = self._mirror.chain(self._torso, numpy_input(obs))
         return self._mirror.dense("mean_head", x), self._mirror.dense("log_std_head", x)
+
+
+class NumpyDeterministicActor:
+    """A `deterministic_actor`'s forward pass in NumPy: obs [N, ...] -> action in [-1, 1]^D [N, D]."""
+
+    def __init__(self, model: keras.Model):
+        self._mirror = NumpyMirror(model)
+        self._torso = self._mirror.names("torso")
+
+    def update(self, values: Sequence[np.ndarray]) -> None:
+        self._mirror.update(values)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return self._mirror.dense("action_head", self._mirror.chain(self._torso, numpy_input(obs)))

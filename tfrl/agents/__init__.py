@@ -17,7 +17,7 @@ from tfrl.agents.core import AgentSpec
 from tfrl.errors import UsageError
 
 _SPECS = {"dqn": "tfrl.agents.dqn.spec", "a2c": "tfrl.agents.a2c.spec", "ppo": "tfrl.agents.ppo.spec",
-          "sac": "tfrl.agents.sac.spec"}
+          "sac": "tfrl.agents.sac.spec", "td3": "tfrl.agents.td3.spec"}
 AGENT_NAMES = tuple(_SPECS)
 
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tfrl import distribute, numerics
+from tfrl import distribute, networks, numerics
 from tfrl.agents.core import LearnerUpdate
 from tfrl.runtime import Runtime
 
@@ -200,3 +200,17 @@ def apply_gradients(optimizer, grads, variables, loss, outputs_sum, grads_to_che
     flags = numerics.non_finite_flags(loss, checked, [outputs_sum])
     optimizer.apply(grads, variables)
     return flags
+
+
+def mean_of_steps(batch: Mapping[str, tf.Tensor], gradient_step: Callable, num_metrics: int):
+    """Inside a train step of K = len(batch's rows) gradient steps: gradient_step({field: the k-th batch [B, ...]})
+    -> (metrics [num_metrics], numerics flags) for k = 0..K-1, in order -> (the metrics' means, the first
+    flagged step's flags, that step k)."""
+    num_steps = tf.shape(batch["reward"])[0]
+    sums = tf.zeros([num_metrics])
+    flags, flagged_k = tf.constant(0), tf.constant(0)
+    for k in tf.range(num_steps):
+        step_metrics, step_flags = gradient_step({name: networks.rows_at(value, k) for name, value in batch.items()})
+        sums += step_metrics
+        flags, flagged_k = numerics.keep_first_flags(flags, flagged_k, step_flags, k)
+    return sums / tf.cast(tf.maximum(num_steps, 1), tf.float32), flags, flagged_k

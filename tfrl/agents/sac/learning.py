@@ -29,7 +29,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import networks, normalization, numerics, precision, runtime as runtime_lib
+from tfrl import networks, normalization, precision, runtime as runtime_lib
 from tfrl.agents import train_step
 from tfrl.agents.core import LearnerUpdate
 from tfrl.agents.sac.config import SACConfig
@@ -151,15 +151,7 @@ class SACLearner:
 
     def _train_step(self, packed):
         batch = self.rows.unpack([packed])  # each [K, B, ...]
-        num_steps = tf.shape(packed)[0]
-        sums = tf.zeros([len(METRICS)])
-        flags, flagged_k = tf.constant(0), tf.constant(0)
-        for k in tf.range(num_steps):
-            step_batch = {name: networks.rows_at(value, k) for name, value in batch.items()}
-            step_metrics, step_flags = self._gradient_step(step_batch)
-            sums += step_metrics
-            flags, flagged_k = numerics.keep_first_flags(flags, flagged_k, step_flags, k)
-        means = sums / tf.cast(tf.maximum(num_steps, 1), tf.float32)
+        means, flags, flagged_k = train_step.mean_of_steps(batch, self._gradient_step, len(METRICS))
         return self.output.pack(dict(zip(METRICS, tf.unstack(means))), flags, flagged_k, self.actor.trainable_variables)
 
     def _gradient_step(self, b):

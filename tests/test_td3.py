@@ -1,0 +1,144 @@
+"""TD3: the target smoothing, the twin targets and the critic loss by hand; the delayed actor and target updates;
+the NumPy mirror and the export; a run from the command line that trains, resumes and exports; a short learning
+run (slow)."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfrl
+from tfrl import export, serving, training_loop
+from tfrl.agents.td3 import policy as td3_policy
+from tfrl.agents.td3.config import TD3Config
+from tfrl.agents.td3.learning import TD3Batch, TD3Learner, critic_loss, smoothed_target_actions, td_targets
+from tfrl.envs import EnvInfo
+from tfrl.errors import UsageError
+from tfrl.networks import NumpyDeterministicActor
+from tfrl.runtime import Runtime, RuntimeOptions
+
+PENDULUM = EnvInfo("Pendulum-v1", (3,), 0, action_shape=(1,), action_low=(-2.0,), action_high=(2.0,))
+
+
+def _runtime(**options):
+    return Runtime(options=RuntimeOptions(**options), device_name="/device:CPU:0")
+
+
+def test_target_smoothing_clips_the_noise_then_the_action():
+    # noise std 0.2, clip 0.5: noise 3.0 -> 0.6 -> clipped to 0.5; 0.9 + 0.5 = 1.4 -> clipped to 1.0.
+    # noise -0.1 -> -0.02 (inside the clip); -0.2 - 0.02 = -0.22. noise -4.0 -> -0.8 -> -0.5; -0.7 - 0.5 = -1.2 -> -1.
+    actions = smoothed_target_actions(tf.constant([[0.9], [-0.2], [-0.7]]), tf.constant([[3.0], [-0.1], [-4.0]]),
+                                      noise_std=0.2, noise_clip=0.5)
+    np.testing.assert_allclose(actions.numpy(), [[1.0], [-0.22], [-1.0]], rtol=1e-6)
+
+
+def test_the_targets_take_the_smaller_twin_and_the_loss_sums_both_critics():
+    # y = r + discount * min(Q1', Q2'): 1 + 0.99 * min(5, 4) = 4.96; 0 + 0 * min(2, 3) = 0.
+    targets = td_targets(tf.constant([1.0, 0.0]), tf.constant([0.99, 0.0]), tf.constant([5.0, 2.0]),
+                         tf.constant([4.0, 3.0]))
+    np.testing.assert_allclose(targets.numpy(), [4.96, 0.0], rtol=1e-6)
+    # mse([1, 2] vs [1, 1]) = (0 + 1) / 2 = 0.5; mse([0, 2] vs [1, 1]) = (1 + 1) / 2 = 1; summed: 1.5.
+    loss = critic_loss(tf.constant([1.0, 2.0]), tf.constant([0.0, 2.0]), tf.constant([1.0, 1.0]))
+    assert float(loss) == pytest.approx(1.5)
+
+
+def _batch(k, b, seed=0):
+    rng = np.random.default_rng(seed)
+    return {"obs": rng.normal(size=(k, b, 3)).astype(np.float32),
+            "action": rng.uniform(-1, 1, size=(k, b, 1)).astype(np.float32),
+            "reward": rng.normal(size=(k, b)).astype(np.float32),
+            "discount": rng.choice([0.0, 0.99], size=(k, b)).astype(np.float32),
+            "next_obs": rng.normal(size=(k, b, 3)).astype(np.float32),
+            "noise_next": rng.normal(size=(k, b, 1)).astype(np.float32)}
+
+
+def _weights(model):
+    return [v.numpy().copy() for v in model.trainable_variables]
+
+
+def _same(a, b):
+    return all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("xla", [False, True])
+def test_the_actor_and_the_targets_move_on_every_second_gradient_step_only(xla):
+    config = TD3Config(hidden_sizes=(16,), target_update_tau=0.5, policy_delay=2)
+    learner = TD3Learner(config, PENDULUM, _runtime(xla=xla))
+    actor, target, critic = _weights(learner.actor), _weights(learner.actor_target), _weights(learner.targets[0])
+    first = learner.update(TD3Batch(_batch(1, 8)))  # gradient step 1: critics only
+    assert _same(_weights(learner.actor), actor) and _same(_weights(learner.actor_target), target)
+    assert _same(_weights(learner.targets[0]), critic) and not _same(_weights(learner.critics[0]), critic)
+    assert "actor_loss" not in first.metrics and first.metrics["critic_loss"] > 0
+    assert _same(first.weights, actor)  # the acting weights that come back are the actor's
+
+    online_critic = _weights(learner.critics[0])
+    second = learner.update(TD3Batch(_batch(1, 8, seed=1)))  # step 2: the critic, then the actor and every target
+    new_actor = _weights(learner.actor)
+    assert not _same(new_actor, actor) and _same(second.weights, new_actor)
+    # Polyak with tau 0.5 after the critic's second step: target = 0.5 * Q1 (after step 2) + 0.5 * Q1_target (= its
+    # start), and the actor's target = 0.5 * the new actor + 0.5 * the old one.
+    for got, now, before in zip(_weights(learner.targets[0]), _weights(learner.critics[0]), critic):
+        np.testing.assert_allclose(got, 0.5 * now + 0.5 * before, rtol=1e-6, atol=1e-7)
+    for got, now, before in zip(_weights(learner.actor_target), new_actor, actor):
+        np.testing.assert_allclose(got, 0.5 * now + 0.5 * before, rtol=1e-6, atol=1e-7)
+    assert not _same(_weights(learner.critics[0]), online_critic)
+    assert np.isfinite(second.metrics["actor_loss"]) and int(learner.gradient_steps_done.numpy()) == 2
+
+    third = learner.update(TD3Batch(_batch(3, 8, seed=2)))  # steps 3-5 in one call: the actor moves at step 4
+    assert int(learner.gradient_steps_done.numpy()) == 5 and "actor_loss" in third.metrics
+
+
+def test_the_actor_loss_is_minus_the_first_critic_of_the_actors_action():
+    learner = TD3Learner(TD3Config(hidden_sizes=(16,), policy_delay=1), PENDULUM, _runtime())
+    actor_before = keras.models.clone_model(learner.actor)
+    actor_before.set_weights(learner.actor.get_weights())
+    batch = _batch(1, 8, seed=3)
+    update = learner.update(TD3Batch(batch))
+    # policy_delay 1: the critics step first, then the actor's loss is -mean(Q1(s, actor(s))) with the updated
+    # Q1 and the actor as it was before its own step (the critics do not move again in this step).
+    obs = batch["obs"][0]
+    expected = -np.mean(learner.critics[0]([tf.constant(obs), actor_before(obs)]).numpy())
+    assert update.metrics["actor_loss"] == pytest.approx(float(expected), rel=1e-5, abs=1e-6)
+
+
+def test_the_numpy_mirror_and_the_export_act_like_the_actor(tmp_path):
+    learner = TD3Learner(TD3Config(hidden_sizes=(16, 8)), PENDULUM, _runtime())
+    obs = np.random.default_rng(2).normal(size=(32, 3)).astype(np.float32)
+    squashed = learner.actor(obs).numpy()
+    np.testing.assert_allclose(NumpyDeterministicActor(learner.actor)(obs), squashed, rtol=1e-5, atol=1e-6)
+    policy = td3_policy.serving_policy(TD3Config(hidden_sizes=(16, 8)), PENDULUM, learner.actor)
+    served = serving.load(export.export_saved_model(policy, [3], tmp_path, "td3", {})).outputs(obs)
+    np.testing.assert_allclose(served["action"], -2 + (squashed + 1) * 2, rtol=1e-5, atol=1e-6)
+    assert served["action"].shape == (32, 1) and set(served) == {"action"}
+
+
+def test_bad_td3_settings_and_spaces_are_one_line(tmp_path):
+    for hp, message in [({"policy_delay": 0}, "policy_delay must be >= 1, got 0"),
+                        ({"target_noise_clip": -0.1}, "target_noise_clip must be >= 0, got -0.1")]:
+        with pytest.raises(UsageError, match=message):
+            tfrl.train("td3", "Pendulum-v1", hp=hp, run_dir=tmp_path / "bad", preset="none", verbose=0)
+    with pytest.raises(UsageError, match="--agent=td3 acts in continuous action spaces; CartPole-v1 has Discrete"):
+        tfrl.train("td3", "CartPole-v1", run_dir=tmp_path / "discrete", verbose=0)
+    assert not (tmp_path / "bad").exists() and not (tmp_path / "discrete").exists()
+
+
+def test_a_run_stops_resumes_exports_and_its_export_replays_the_final_evaluation(tmp_path):
+    hp = {"total_env_steps": 1200, "learning_starts": 300, "hidden_sizes": [16], "batch_size": 32,
+          "train_period_env_steps": 100, "gradient_steps_per_train": 100, "eval_interval": 0,
+          "final_eval_episodes": 2, "checkpoint_interval": 600, "normalize_observations": True}
+    first = tfrl.train("td3", "Pendulum-v1", hp={**hp, "total_env_steps": 600}, run_dir=tmp_path, preset="none",
+                       verbose=0)
+    assert first.complete and first.result["gradient_steps"] == 400  # calls at 300, 400, 500, 600: 4 x 100
+    run = tfrl.train("td3", "Pendulum-v1", hp=hp, run_dir=tmp_path, preset="none", verbose=0)
+    assert run.result["env_step"] == 1200 and run.result["gradient_steps"] == 1000  # 6 more calls, 700-1200
+    replayed = run.evaluate(episodes=2, seed=training_loop.evaluation.FINAL_SEED_OFFSET)
+    assert float(np.mean(replayed)) == pytest.approx(run.result["return_mean"], rel=1e-4)
+    exported = tfrl.load_policy(run.saved_model)
+    assert exported(np.zeros(3, np.float32)).shape == (1,)
+
+
+@pytest.mark.slow
+def test_the_pendulum_preset_swings_up():
+    run = tfrl.train("td3", "Pendulum-v1", seed=0, verbose=0, export=False)
+    # Random torques score about -1200; the zoo's settings reach about -150 at 20k env steps.
+    assert run.result["return_mean"] > -400, run.result

@@ -1,0 +1,34 @@
+"""The TD3 agent (tfrl.agents.off_policy.continuous): acts with a NumPy mirror of the deterministic actor plus
+Gaussian exploration noise, clipped to [-1, 1]; each batch carries the noise of the target policy's smoothing."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tfrl import networks
+from tfrl.agents.off_policy.continuous import ContinuousAgent
+from tfrl.agents.td3 import policy as td3_policy
+from tfrl.agents.td3.config import TD3Config
+from tfrl.agents.td3.learning import TD3Batch, TD3Learner
+from tfrl.envs import EnvInfo
+
+
+class TD3Agent(ContinuousAgent):
+    NAME = "TD3"
+    NOISE_FIELDS = ("noise_next",)
+    BATCH = TD3Batch
+
+    def __init__(self, learner: TD3Learner, config: TD3Config, env: EnvInfo, seed: int):
+        super().__init__(learner, config, env, seed, networks.NumpyDeterministicActor(learner.actor))
+
+    def explore(self, obs: np.ndarray) -> np.ndarray:
+        action = self._mirror(obs)
+        noise = self.config.exploration_noise * self.rng.standard_normal(action.shape)
+        return np.clip(action + noise, -1.0, 1.0).astype(np.float32)
+
+    def greedy_squashed(self, obs: np.ndarray) -> np.ndarray:
+        return self._mirror(obs)
+
+    def serving_policy(self):
+        return td3_policy.serving_policy(self.config, self._env_info, self.learner.actor,
+                                         self.learner.obs_normalizer.layer)
