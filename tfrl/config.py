@@ -208,19 +208,33 @@ def _current_name(config_cls: type, key: str, source: str) -> str:
     return new
 
 
+def field_name(config_cls: type, key: str, source: str) -> str:
+    """The current name of hyperparameter `key` of config_cls (an old name is read, with one warning);
+    ConfigError naming `source` and the close matches if it has no such field."""
+    key = _current_name(config_cls, key, source)
+    types = _field_types(config_cls)
+    if key not in types:
+        close = difflib.get_close_matches(key, types, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError(f"{source}: unknown hyperparameter {key!r} for {config_cls.__name__}{hint}")
+    return key
+
+
+def coerce(config_cls: type, key: str, value: Any) -> Any:
+    """`value` as field `key` of config_cls takes it (a string is parsed); ConfigError if it is ill-typed. No range
+    check: those are the config's __post_init__, which sees every field together."""
+    return _coerce(key, value, _field_types(config_cls)[key])
+
+
 def apply_overrides(config: Any, overrides: Mapping[str, Any], source: str) -> Any:
     """Return `config` with `overrides` applied; unknown keys list the close matches."""
     types = _field_types(type(config))
     changes = {}
     for key, value in overrides.items():
-        key = _current_name(type(config), key, source)
-        if key in changes:
-            raise ConfigError(f"{source}: {key!r} is given twice (once under its old name)")
-        if key not in types:
-            close = difflib.get_close_matches(key, types, n=3)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise ConfigError(f"{source}: unknown hyperparameter {key!r} for {type(config).__name__}{hint}")
-        changes[key] = _coerce(key, value, types[key])
+        new_key = field_name(type(config), key, source)
+        if new_key in changes:
+            raise ConfigError(f"{source}: {new_key!r} is given twice (once under its old name)")
+        changes[new_key] = _coerce(new_key, value, types[new_key])
     try:
         return dataclasses.replace(config, **changes)
     except (ValueError, TypeError) as e:  # __post_init__ range checks

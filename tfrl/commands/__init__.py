@@ -6,6 +6,7 @@
     tfrl serve --model_name=lunar --model_base_path=saved_models/lunar     (also installed as tfrl-serve)
     tfrl doctor
     tfrl plot --runs=runs/dqn-* --out=curve.png
+    tfrl tune --agent=ppo --env=CartPole-v1 --trials=20 --out_preset=best.json
 
 Each subcommand is a module with its own absl flags and a `run()`; only the chosen one is imported, so its
 flags are the only ones defined. scripts/*.py in a checkout call the same modules.
@@ -24,6 +25,7 @@ COMMANDS = {
     "serve": ("tfrl.model_server.main", "serve SavedModels over TensorFlow Serving's REST API"),
     "doctor": ("tfrl.commands.doctor", "check this machine's TensorFlow install and hardware"),
     "plot": ("tfrl.commands.plot", "plot learning curves of runs as a PNG"),
+    "tune": ("tfrl.commands.tune", "search hyperparameters with Optuna; write the best as a preset"),
 }
 
 
