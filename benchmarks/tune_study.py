@@ -6,10 +6,11 @@
     python benchmarks/tune_study.py --phase=all        # 1, 2, 3 in turn
 
 1 runs `tfrl tune` with --timeout_s=--budget_s, every trial --trial_env_steps long (the hand preset,
-ppo-lunarlander, trains 1M env steps in ~76 s on the Xeon: 300k leaves room for ~100 trials), into the SQLite
-database --db (study <agent>-<env>-median; the trials' runs and the tuned preset go beside it). 2 trains the best trial's preset (as written: its total_env_steps is
-the trials') and the hand preset on --seeds with benchmarks/run_presets.py (a process per seed, one at a time),
-then the tuned preset once more at the hand preset's total_env_steps. 3 runs study <agent>-<env>-none with
+ppo-lunarlander, trains 1M env steps in ~76 s on the Xeon: 300k, with the final evaluation's 100 episodes, leaves
+room for about a hundred trials an hour), into the SQLite database --db (study <agent>-<env>-median; the trials'
+runs and the tuned preset go beside it). 2 trains the best trial's preset (as written: its total_env_steps is the
+trials') and the hand preset on --seeds with benchmarks/run_presets.py (a process per seed, one at a time), then
+the tuned preset once more at the hand preset's total_env_steps. 3 runs study <agent>-<env>-none with
 --pruner=none for the same budget. Each phase appends JSON lines to --out; trials per hour count the trials that
 finished (complete or pruned) within --budget_s of the study's first start.
 """
@@ -33,7 +34,8 @@ flags.DEFINE_string("env", "LunarLander-v2", "Env to tune on.")
 flags.DEFINE_string("hand_preset", "ppo-lunarlander", "The hand-found preset the tuned one is compared with.")
 flags.DEFINE_integer("budget_s", 3600, "Seconds each study may start trials for.")
 flags.DEFINE_integer("trial_env_steps", 300_000, "total_env_steps of every trial (fixed with --hp).")
-flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds of the comparison.")
+flags.DEFINE_list("seeds", ["1000", "1001", "1002"], "Seeds of the comparison; none a trial trained on (trial N "
+                  "trains seed N), so that the tuned preset is not scored on the seed that picked it.")
 flags.DEFINE_string("db", str(RESULTS / "tune-study.db"), "The studies' SQLite database.")
 flags.DEFINE_string("out", str(RESULTS / "tune-study.jsonl"), "JSON-lines file the results are appended to.")
 FLAGS = flags.FLAGS

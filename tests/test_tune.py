@@ -15,7 +15,7 @@ import time
 import optuna
 import pytest
 
-from tfrl import config as config_lib
+from tfrl import agents, config as config_lib
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.errors import UsageError
 from tfrl.tuning import spaces, trials
@@ -197,10 +197,8 @@ def test_spaces_are_checked_laid_over_and_fixed_values_left_out():
     space = spaces.resolve("ppo", PPOConfig, overlay, fixed={"gamma": "0.99"})
     assert space["rollout_length"] == overlay["n_steps"]  # the old name read as the current one
     assert "clip_range" not in space and "gamma" not in space and "learning_rate" in space
-    for agent, config_cls in (("dqn", "tfrl.agents.dqn.config:DQNConfig"), ("a2c", "tfrl.agents.a2c.config:A2CConfig"),
-                              ("sac", "tfrl.agents.sac.config:SACConfig")):
-        module, name = config_cls.split(":")
-        assert spaces.resolve(agent, getattr(__import__(module, fromlist=[name]), name), None, {})  # every entry valid
+    for agent in ("dqn", "a2c", "sac", "td3"):  # every entry of every built-in space is valid
+        assert spaces.resolve(agent, agents.get(agent).config_cls, None, {}) == spaces.SPACES[agent]
     bad = {"learning_rate": {"type": "float", "low": 0.0, "high": 1e-3, "log": True}}
     with pytest.raises(UsageError, match="a log range needs \"low\" > 0"):
         spaces.resolve("ppo", PPOConfig, bad, {})

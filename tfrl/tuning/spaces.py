@@ -13,7 +13,7 @@ agent's config (an unknown name gets the close matches) before anything runs; co
 (say PPO's batch_size not dividing num_envs * rollout_length) are found per trial, which then ends pruned.
 
 The built-in spaces follow rl-baselines3-zoo's samplers (rl_zoo3/hyperparams_opt.py), narrowed where the zoo's
-bounds cost hours (DQN's and SAC's gradient steps per env step stay at most 8); run length, num_envs and the
+bounds cost hours (DQN's, SAC's and TD3's gradient steps per env step stay at most 8); run length, num_envs and the
 evaluation cadence are not sampled: fix them with --hp.
 """
 
@@ -50,6 +50,14 @@ _OFF_POLICY = {
     "gradient_steps_per_train": {"type": "categorical", "choices": [1, 2, 4, 8]},
 }
 
+_CONTINUOUS = {  # SAC's and TD3's
+    **_OFF_POLICY,
+    "replay_capacity": {"type": "categorical", "choices": [10_000, 100_000, 1_000_000]},
+    "batch_size": {"type": "categorical", "choices": [64, 128, 256, 512]},
+    "target_update_tau": {"type": "categorical", "choices": [0.001, 0.005, 0.01, 0.02, 0.05]},
+    "hidden_sizes": {"type": "categorical", "choices": ["64,64", "256,256", "400,300"]},
+}
+
 SPACES: dict[str, dict[str, dict[str, Any]]] = {
     "dqn": {
         **_OFF_POLICY,
@@ -73,12 +81,11 @@ SPACES: dict[str, dict[str, dict[str, Any]]] = {
         "n_epochs": {"type": "categorical", "choices": [3, 5, 10, 20]},
         "clip_range": {"type": "categorical", "choices": [0.1, 0.2, 0.3]},
     },
-    "sac": {
-        **_OFF_POLICY,
-        "replay_capacity": {"type": "categorical", "choices": [10_000, 100_000, 1_000_000]},
-        "batch_size": {"type": "categorical", "choices": [64, 128, 256, 512]},
-        "target_update_tau": {"type": "categorical", "choices": [0.001, 0.005, 0.01, 0.02, 0.05]},
-        "hidden_sizes": {"type": "categorical", "choices": ["64,64", "256,256", "400,300"]},
+    "sac": _CONTINUOUS,
+    "td3": {  # rl_zoo3 samples the action noise's std in [0, 1]; the policy delay is the paper's 2 and neighbours
+        **_CONTINUOUS,
+        "exploration_noise": {"type": "float", "low": 0.0, "high": 0.5},
+        "policy_delay": {"type": "categorical", "choices": [1, 2, 3]},
     },
 }
 
