@@ -2,6 +2,8 @@
 the NumPy mirror and the export; a run from the command line that trains, resumes and exports; a short learning
 run (slow)."""
 
+import json
+
 import keras
 import numpy as np
 import pytest
@@ -142,3 +144,17 @@ def test_the_pendulum_preset_swings_up():
     run = tfrl.train("td3", "Pendulum-v1", seed=0, verbose=0, export=False)
     # Random torques score about -1200; the zoo's settings reach about -150 at 20k env steps.
     assert run.result["return_mean"] > -400, run.result
+
+
+@pytest.mark.parametrize("agent", ["td3", "sac"])
+def test_mujoco_inverted_pendulum_picks_its_preset_and_a_short_run_exports(tmp_path, agent):
+    # The preset's settings, cut to 1,500 env steps: checks the MuJoCo env, the preset found for it, the best
+    # policy kept from the periodic evaluations, and the export (not the return: see docs/benchmarks.md).
+    run = tfrl.train(agent, "InvertedPendulum-v5", hp={"total_env_steps": 1500, "learning_starts": 500,
+                                                         "eval_interval": 500, "eval_episodes": 2,
+                                                         "final_eval_episodes": 2},
+                     run_dir=tmp_path, verbose=0)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["preset"] == f"{agent}-invertedpendulum" and config["hparams"]["keep_best_policy"] is True
+    assert run.complete and run.result["gradient_steps"] == 64 * 16  # calls at 500, 564, ..., 1460
+    assert tfrl.load_policy(run.saved_model)(np.zeros(4, np.float32)).shape == (1,)
