@@ -144,6 +144,9 @@ def test_bad_files_and_arguments_are_one_clear_error(trained, tmp_path):
         tfrl.load_policy(tmp_path / "policy.onnx")
     with pytest.raises(UsageError, match="does not exist"):
         tfrl.load_policy(tmp_path / "missing.onnx")
+    (tmp_path / "a_folder.tflite").mkdir()
+    with pytest.raises(UsageError, match="a_folder.tflite is not a file"):
+        tfrl.load_policy(tmp_path / "a_folder.tflite")
     version = _export(trained["dqn"], tmp_path / "ok", formats=("onnx",))
     with pytest.raises(UsageError, match="checkpoint and best apply to run directories only"):
         tfrl.load_policy(version / "policy.onnx", best=True)
@@ -214,3 +217,9 @@ def test_the_export_command_writes_and_reports_every_format(trained, tmp_path):
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == (
         "export.py: error: --format: unknown format 'tflite'; choose from saved_model, litert, onnx")
     assert not (tmp_path / "sac2").exists()
+    zero = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "export.py"), f"--run_dir={trained['sac']}",
+                           "--model_name=sac3", f"--base_path={tmp_path}", "--format=onnx", "--parity_observations=0"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    assert zero.returncode == 2 and zero.stderr.strip().splitlines()[-1] == (
+        "export.py: error: --parity_observations must be in [1, 100000], got 0")
+    assert not (tmp_path / "sac3").exists()

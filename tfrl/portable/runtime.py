@@ -73,7 +73,7 @@ def load(path: str | pathlib.Path, threads: int = 1) -> PortablePolicy:
     if path.suffix not in FORMATS:
         raise UsageError(f"{path}: not a LiteRT (.tflite) or ONNX (.onnx) file")
     if not path.is_file():
-        raise UsageError(f"{path} does not exist")
+        raise UsageError(f"{path} is not a file" if path.exists() else f"{path} does not exist")
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise UsageError(f"threads must be an integer >= 1, got {threads!r}")
     module = _runtime(FORMATS[path.suffix], path)
