@@ -109,7 +109,10 @@ def test_a_trial_killed_with_sigkill_is_failed_at_the_next_start_and_retried(tmp
 def _running_with_a_heartbeat(cwd: pathlib.Path) -> bool:
     """A trial is running and has sent a heartbeat; read only (optuna.load_study would create the tables, racing
     the command that does), False while the database has none yet."""
-    query = "SELECT COUNT(*) FROM trials JOIN trial_heartbeats USING (trial_id) WHERE state = 'RUNNING'"
+    # ... and has drawn all its parameters: run_dirs is set after the draw, before training (a kill during the
+    # draw leaves a trial with fewer parameters than its retry).
+    query = ("SELECT COUNT(*) FROM trials JOIN trial_heartbeats USING (trial_id) WHERE state = 'RUNNING' AND EXISTS "
+             "(SELECT 1 FROM trial_user_attributes AS a WHERE a.trial_id = trials.trial_id AND a.key = 'run_dirs')")
     try:
         with contextlib.closing(sqlite3.connect(f"file:{cwd / 'study.db'}?mode=ro", uri=True)) as connection:
             return connection.execute(query).fetchone()[0] > 0
