@@ -26,23 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 import gymnasium as gym
 import numpy as np
 
-MASK_KEY = "action_mask"
-FLAT_KEY = "observation"  # the one field of a flat env, and the export's input name for it
-
-
-@dataclasses.dataclass(frozen=True)
-class Field:
-    key: str
-    shape: tuple[int, ...]
-    dtype: str  # "float32", or "uint8" (images, masks)
-
-    @property
-    def image(self) -> bool:
-        return self.dtype == "uint8" and len(self.shape) == 3 and self.key != MASK_KEY
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape))
+from tfrl.policy_inputs import FLAT_KEY, MASK_KEY, Field  # noqa: F401 - defined there without gymnasium
 
 
 @dataclasses.dataclass(frozen=True)

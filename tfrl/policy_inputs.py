@@ -1,8 +1,8 @@
 """What a policy object accepts, checked and batched with NumPy alone (no TensorFlow, no gymnasium).
 
 A policy takes one observation or a batch: an array, or for Dict observations a dict {key: array} or a structured
-array with one field per key. `fields` describes what it takes: objects with `key`, `shape`, `dtype` and `image`
-(tfrl.observations.Field, or InputField for a model read without tfrl's metadata).
+array with one field per key. `fields` describes what it takes (Field, here so that tfrl.portable needs neither
+TensorFlow nor gymnasium).
 """
 
 from __future__ import annotations
@@ -15,15 +15,25 @@ import numpy as np
 from tfrl.errors import UsageError
 
 
+MASK_KEY = "action_mask"
+FLAT_KEY = "observation"  # the one field of a flat env, and the export's input name for it
+
+
 @dataclasses.dataclass(frozen=True)
-class InputField:
+class Field:
+    """One entry of an observation (tfrl.observations, which re-exports it): its key, shape and dtype."""
+
     key: str
     shape: tuple[int, ...]
-    dtype: str
+    dtype: str  # "float32", or "uint8" (images, masks)
 
     @property
     def image(self) -> bool:
-        return self.dtype == "uint8" and len(self.shape) == 3 and self.key != "action_mask"
+        return self.dtype == "uint8" and len(self.shape) == 3 and self.key != MASK_KEY
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
 
 
 def as_batch(fields: Sequence[Any], structured: bool, obs, source: str) -> tuple[Any, bool]:

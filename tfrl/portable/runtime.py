@@ -25,7 +25,7 @@ from tfrl.errors import UsageError
 FORMATS = {".tflite": "litert", ".onnx": "onnx"}
 EXTRAS = {"litert": ("ai_edge_litert", "tfrl[litert]"), "onnx": ("onnxruntime", "tfrl[onnx]")}
 SIGNATURE = "serving_default"  # tfrl.export.SIGNATURE, without importing TensorFlow
-FLAT_INPUT = "observation"  # tfrl.export.INPUT_NAME
+FLAT_INPUT = policy_inputs.FLAT_KEY  # tfrl.export.INPUT_NAME
 _ONNX_TYPES = {"tensor(float)": "float32", "tensor(uint8)": "uint8", "tensor(int64)": "int64",
                "tensor(int32)": "int32", "tensor(double)": "float64"}
 
@@ -38,7 +38,7 @@ class PortablePolicy:
     """A greedy policy in a LiteRT or ONNX file: policy(obs) -> actions, for one observation or a batch."""
 
     def __init__(self, path: pathlib.Path, run: Callable[[Mapping[str, np.ndarray]], dict],
-                 inputs: dict[str, policy_inputs.InputField], metadata: dict | None):
+                 inputs: dict[str, policy_inputs.Field], metadata: dict | None):
         self.path, self.format, self.metadata = path, FORMATS[path.suffix], metadata
         self.source = str(path)
         self._run = run
@@ -46,7 +46,7 @@ class PortablePolicy:
         self.structured = _structured(inputs, metadata)
 
     @property
-    def fields(self) -> tuple[policy_inputs.InputField, ...]:
+    def fields(self) -> tuple[policy_inputs.Field, ...]:
         return tuple(self._inputs.values())
 
     def outputs(self, obs) -> dict[str, np.ndarray]:
@@ -128,11 +128,11 @@ def _metadata(path: pathlib.Path) -> dict | None:
         return None
 
 
-def _fields(specs: Mapping[str, tuple], metadata: dict | None) -> dict[str, policy_inputs.InputField]:
+def _fields(specs: Mapping[str, tuple], metadata: dict | None) -> dict[str, policy_inputs.Field]:
     """Input name -> field; the Dict keys from the metadata where it names them ("arm.joints" is input
     "arm_joints"), else the input names."""
     keys = {field["key"].replace(".", "_"): field["key"] for field in _metadata_fields(metadata)}
-    return {name: policy_inputs.InputField(keys.get(name, name), shape, dtype)
+    return {name: policy_inputs.Field(keys.get(name, name), shape, dtype)
             for name, (shape, dtype) in sorted(specs.items())}
 
 
