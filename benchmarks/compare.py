@@ -89,6 +89,11 @@ SUITES = {
     "sac-bipedalwalker": Suite("sac", "BipedalWalker-v3", "sac-bipedalwalker-sb3zoo"),
     "ppo-maskedpick": Suite("ppo", "tfrl/MaskedPick-v0", "ppo-maskedpick", floor=False,
                             sb3_modules=("stable_baselines3", "sb3_contrib", "torch")),
+    # Memory: sb3-contrib's RecurrentPPO on the SB3 side.
+    "ppo-lstm-cartpolenovel": Suite("ppo", "tfrl/CartPoleNoVel-v1", "ppo-lstm-cartpolenovel", floor=False,
+                                    sb3_modules=("stable_baselines3", "sb3_contrib", "torch")),
+    "ppo-lstm-pendulumnovel": Suite("ppo", "tfrl/PendulumNoVel-v1", "ppo-lstm-pendulumnovel", floor=False,
+                                    sb3_modules=("stable_baselines3", "sb3_contrib", "torch")),
 }
 
 # Both libraries: no periodic evaluations or checkpoints (SB3 does neither by default).

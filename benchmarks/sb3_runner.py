@@ -10,7 +10,10 @@ return of the training episodes that ended since the last one) and one "final_ev
 
 An env with an action_masks() method (tfrl/MaskedPick-v0) trains sb3-contrib's MaskablePPO instead of PPO, on the
 observation without its action_mask entry (tfrl's networks never read the mask either), and its greedy
-evaluation passes each state's mask.
+evaluation passes each state's mask. PPO with lstm_units trains sb3-contrib's RecurrentPPO (its LSTM of lstm_units
+reads the observation and hidden_sizes' layers follow it, where tfrl's follows a torso of hidden_sizes); its
+greedy evaluation carries each episode's LSTM state and starts it afresh where tfrl.evaluation resets it. A2C's and
+PPO's normalize_observations and normalize_rewards are SB3's VecNormalize (frozen statistics at evaluation).
 
 A hyperparameter SB3 cannot express (double DQN, n-step returns, ...) is an error, not a silent
 mismatch. Needs the bench extra: pip install 'tfrl[bench]'.
@@ -35,12 +38,6 @@ def define_flags() -> None:
     """Only when run as a script, so that tests can import the translations without defining flags."""
     flags.DEFINE_string("spec", None, "JSON spec written by benchmarks/compare.py.")
     flags.DEFINE_string("run_dir", None, "Where metrics.jsonl goes.")
-
-
-def _refuse_normalization(hp: dict) -> None:
-    """SB3 normalizes through a VecNormalize wrapper, which this runner does not build."""
-    if hp.get("normalize_observations") or hp.get("normalize_rewards"):
-        raise UsageError("the SB3 comparison supports normalize_observations=false and normalize_rewards=false only")
 
 
 def dqn_kwargs(hp: dict) -> dict:
@@ -71,7 +68,6 @@ def a2c_kwargs(hp: dict) -> dict:
     """SB3 A2C arguments for tfrl A2CConfig fields; UsageError for settings SB3's A2C does not have."""
     import torch
 
-    _refuse_normalization(hp)
     if hp["shared_torso"]:
         raise UsageError("SB3 (2.x) has no shared actor-critic torso; compare with shared_torso=false")
     if hp["optimizer"] != "rmsprop":
@@ -97,7 +93,6 @@ def ppo_kwargs(hp: dict) -> dict:
     """SB3 PPO arguments for tfrl PPOConfig fields; UsageError for settings SB3's PPO does not have."""
     import torch
 
-    _refuse_normalization(hp)
     if hp["shared_torso"]:
         raise UsageError("SB3 (2.x) has no shared actor-critic torso; compare with shared_torso=false")
 
@@ -116,6 +111,53 @@ def ppo_kwargs(hp: dict) -> dict:
         policy_kwargs=dict(net_arch=dict(pi=list(hp["hidden_sizes"]), vf=list(hp["hidden_sizes"])),
                            activation_fn=activation, optimizer_kwargs=dict(eps=hp["adam_epsilon"])),
     )
+
+
+def recurrent_ppo_kwargs(hp: dict) -> dict:
+    """sb3-contrib RecurrentPPO arguments: PPO's, an LSTM of lstm_units for the policy and one for the value (the
+    rl-baselines3-zoo's ppo_lstm settings: enable_critic_lstm, ortho_init=False)."""
+    if hp.get("sequence_length") and hp["sequence_length"] != hp["batch_size"]:
+        raise UsageError("RecurrentPPO cuts its minibatches of batch_size steps at episode starts; compare with "
+                         "sequence_length=0 or equal to batch_size")
+    kwargs = ppo_kwargs(hp)
+    kwargs["policy_kwargs"].update(lstm_hidden_size=hp["lstm_units"], enable_critic_lstm=True, ortho_init=False)
+    return kwargs
+
+
+class RecurrentGreedy:
+    """RecurrentPPO's greedy policy as tfrl.evaluation runs one: obs -> actions, the LSTM states carried, and
+    reset(done) starting the rows whose episodes ended afresh (SB3's episode_start)."""
+
+    def __init__(self, model, normalize):
+        self._model, self._normalize = model, normalize
+        self._states, self._starts = None, None
+
+    def __call__(self, obs):
+        import numpy as np
+
+        if self._starts is None:
+            self._starts = np.ones(len(obs), bool)
+        actions, self._states = self._model.predict(self._normalize(obs), state=self._states,
+                                                    episode_start=self._starts, deterministic=True)
+        self._starts = np.zeros(len(obs), bool)
+        return actions
+
+    def reset(self, done=None) -> None:
+        if done is None or self._starts is None:
+            self._states, self._starts = None, None
+        else:
+            self._starts = self._starts | done
+
+
+def vec_normalize(env, hp: dict):
+    """(env, obs -> obs as the policy reads them): SB3's VecNormalize when A2C or PPO normalizes, as tfrl does."""
+    if not (hp.get("normalize_observations") or hp.get("normalize_rewards")):
+        return env, lambda obs: obs
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    env = VecNormalize(env, norm_obs=hp["normalize_observations"], norm_reward=hp["normalize_rewards"],
+                       clip_obs=hp["observation_clip"], clip_reward=hp["reward_clip"], gamma=hp["gamma"])
+    return env, env.normalize_obs  # the running statistics as they are, not updated by evaluation
 
 
 def sac_kwargs(hp: dict) -> dict:
@@ -167,6 +209,13 @@ def build_model(spec: dict, sb3):
     masked = has_action_masks(spec["env_id"])
     # Sub-env i is seeded seed + i, as tfrl's.
     env = make_vec_env(spec["env_id"], n_envs=hp["num_envs"], seed=seed, wrapper_class=without_mask if masked else None)
+    normalize = lambda obs: obs  # noqa: E731
+    if agent in ("a2c", "ppo"):
+        env, normalize = vec_normalize(env, hp)
+    if agent == "ppo" and hp.get("lstm_units"):
+        sb3_contrib = cli.require_extra("sb3_contrib", "bench", "the Stable-Baselines3 runner")
+        model = sb3_contrib.RecurrentPPO("MlpLstmPolicy", env, seed=seed, device="cpu", **recurrent_ppo_kwargs(hp))
+        return env, model, RecurrentGreedy(model, normalize)
     if masked:
         if agent != "ppo":
             raise UsageError(f"the SB3 comparison masks actions with sb3-contrib's MaskablePPO only, not {agent}")
@@ -178,7 +227,7 @@ def build_model(spec: dict, sb3):
             import numpy as np
 
             flat = np.concatenate([obs[key].reshape(len(obs), -1) for key in inputs], axis=1)
-            return model.predict(flat, deterministic=True, action_masks=obs[MASK_KEY].astype(bool))[0]
+            return model.predict(normalize(flat), deterministic=True, action_masks=obs[MASK_KEY].astype(bool))[0]
 
         return env, model, greedy
     model_class = {"dqn": sb3.DQN, "a2c": sb3.A2C, "ppo": sb3.PPO, "sac": sb3.SAC}.get(agent)
@@ -186,7 +235,7 @@ def build_model(spec: dict, sb3):
         raise UsageError(f"unknown agent {agent!r}")
     kwargs = {"dqn": dqn_kwargs, "a2c": a2c_kwargs, "ppo": ppo_kwargs, "sac": sac_kwargs}[agent](hp)
     model = model_class("MlpPolicy", env, seed=seed, device="cpu", **kwargs)
-    return env, model, lambda obs: model.predict(obs, deterministic=True)[0]
+    return env, model, lambda obs: model.predict(normalize(obs), deterministic=True)[0]
 
 
 def without_mask_keys(env_id: str) -> list[str]:

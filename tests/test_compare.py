@@ -189,11 +189,35 @@ def test_sb3_ppo_arguments_are_the_zoo_values(monkeypatch):
     assert (cartpole["n_steps"], cartpole["batch_size"], cartpole["n_epochs"]) == (32, 256, 20)
     with pytest.raises(UsageError, match="no shared actor-critic torso"):
         sb3_runner.ppo_kwargs({**compare.run_specs("ppo-cartpole", [0], 1, False)[0].hparams, "shared_torso": True})
-    with pytest.raises(UsageError, match="normalize_observations=false"):  # SB3 would need a VecNormalize
-        sb3_runner.ppo_kwargs({**compare.run_specs("ppo-pendulum", [0], 1, False)[0].hparams,
-                               "normalize_observations": True})
+    # Normalization is SB3's VecNormalize (a stand-in here), with tfrl's clips and gamma; without it, the env as is.
+    class VecNormalize:
+        def __init__(self, env, **kwargs):
+            self.env, self.kwargs = env, kwargs
+
+        def normalize_obs(self, obs):
+            return obs
+
+    vec_env_module = types.SimpleNamespace(VecNormalize=VecNormalize)
+    monkeypatch.setitem(sys.modules, "stable_baselines3.common.vec_env", vec_env_module)
+    plain = compare.run_specs("ppo-pendulum", [0], 1, False)[0].hparams
+    assert sb3_runner.vec_normalize("env", plain)[0] == "env"
+    wrapped, normalize = sb3_runner.vec_normalize("env", {**plain, "normalize_observations": True})
+    assert wrapped.kwargs == dict(norm_obs=True, norm_reward=False, clip_obs=10.0, clip_reward=10.0, gamma=0.9)
+    assert normalize == wrapped.normalize_obs
     pendulum = sb3_runner.ppo_kwargs(compare.run_specs("ppo-pendulum", [0], 1, False)[0].hparams)
     assert (pendulum["n_steps"], pendulum["gamma"], pendulum["gae_lambda"], pendulum["n_epochs"]) == (1024, 0.9, 0.95, 10)
+
+
+def test_recurrent_ppo_arguments_are_the_zoo_ppo_lstm_values(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(nn=types.SimpleNamespace(Tanh="Tanh", ReLU="ReLU")))
+    hp = compare.run_specs("ppo-lstm-cartpolenovel", [0], 1, False)[0].hparams
+    kwargs = sb3_runner.recurrent_ppo_kwargs(hp)
+    assert kwargs["policy_kwargs"]["lstm_hidden_size"] == 64 and kwargs["policy_kwargs"]["enable_critic_lstm"]
+    assert kwargs["policy_kwargs"]["ortho_init"] is False and kwargs["policy_kwargs"]["net_arch"] == dict(pi=[64], vf=[64])
+    assert (kwargs["n_steps"], kwargs["batch_size"], kwargs["n_epochs"], kwargs["gamma"]) == (32, 256, 20, 0.98)
+    assert hp["normalize_observations"] and hp["activation"] == "relu"
+    with pytest.raises(UsageError, match="RecurrentPPO cuts its minibatches"):
+        sb3_runner.recurrent_ppo_kwargs({**hp, "sequence_length": 16})
 
 
 def test_sb3_sac_arguments_are_the_zoo_values():

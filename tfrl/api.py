@@ -27,6 +27,7 @@ from tfrl.portable import runtime as portable
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
 from tfrl.observations import ObsSpec
+from tfrl.policy_memory import PolicyMemory
 from tfrl.runtime import RuntimeOptions
 
 evaluation = LazyModule("tfrl.evaluation")
@@ -183,15 +184,43 @@ class Policy:
     An observation is an array, or for Dict observations a dict {key: array} (or a batch of them: every array with
     a leading batch dimension). outputs(obs) gives every output of the policy's serving signature ("action", and
     "q_values" for DQN or "logits" and "value" for A2C and PPO), batched.
+
+    A policy with memory (lstm_units; state_size > 0) keeps one state per row of the batch: each call continues
+    the episodes of the previous call's rows, and reset(done) forgets the rows whose episodes ended (reset():
+    all). step(obs, state) -> (actions, next state) takes and returns the state instead, keeping none.
     """
 
-    def __init__(self, outputs: Callable[[Any], Mapping[str, Any]], observations: ObsSpec, source: str,
-                 metadata: Mapping[str, Any] | None = None, keep_alive: Any = None):
+    def __init__(self, outputs: Callable[..., Mapping[str, Any]], observations: ObsSpec, source: str,
+                 metadata: Mapping[str, Any] | None = None, keep_alive: Any = None, state_size: int = 0):
         self._outputs = outputs
         self.observations = observations
         self.source = source
         self.metadata = metadata
         self._keep_alive = keep_alive  # a loaded SavedModel: its signature needs it alive
+        self._memory = PolicyMemory(state_size)
+
+    @property
+    def state_size(self) -> int:
+        """Floats of one episode's memory, 0 for a policy without."""
+        return self._memory.state_size
+
+    def reset(self, done=None) -> None:
+        """Forget the episodes of the rows where done [N] is true (all of them if done is None)."""
+        self._memory.reset(done)
+
+    def step(self, obs, state) -> tuple[np.ndarray, np.ndarray]:
+        """A policy with memory, explicitly: (actions, next state [N, S]) for observations and their episodes'
+        states [N, S] (zeros at an episode's first step)."""
+        if not self.state_size:
+            raise UsageError(f"{self.source} has no memory: call policy(obs)")
+        batch, single = self._as_batch(obs)
+        state = np.asarray(state, np.float32)
+        if state.shape != (len(next(iter(batch.values()))) if isinstance(batch, dict) else len(batch),
+                           self.state_size) and state.shape != (self.state_size,):
+            raise UsageError(f"{self.source} takes a state of shape [N, {self.state_size}], got {state.shape}")
+        result = self._outputs(batch, state.reshape(-1, self.state_size))
+        actions, next_state = np.asarray(result["action"]), np.asarray(result["state"])
+        return (actions[0], next_state[0]) if single else (actions, next_state)
 
     @property
     def obs_shape(self) -> tuple[int, ...]:
@@ -204,13 +233,22 @@ class Policy:
         return self.observations.numpy_dtype
 
     def outputs(self, obs) -> dict[str, np.ndarray]:
+        """Every output for obs; a policy with memory steps its kept states (as __call__ does)."""
         batch, _ = self._as_batch(obs)
-        return {name: np.asarray(value) for name, value in self._outputs(batch).items()}
+        return {name: np.asarray(value) for name, value in self._call(batch).items()}
 
     def __call__(self, obs) -> np.ndarray:
         batch, single = self._as_batch(obs)
-        actions = np.asarray(self._outputs(batch)["action"])
+        actions = np.asarray(self._call(batch)["action"])
         return actions[0] if single else actions
+
+    def _call(self, batch) -> Mapping[str, Any]:
+        if not self.state_size:
+            return self._outputs(batch)
+        rows = len(next(iter(batch.values()))) if isinstance(batch, dict) else len(batch)
+        result = self._outputs(batch, self._memory.take(rows))
+        self._memory.keep(np.asarray(result["state"]))
+        return result
 
     def _as_batch(self, obs) -> tuple[Any, bool]:
         """(the observations as a batch the signature takes, whether one observation was given)."""
@@ -235,7 +273,7 @@ def load_policy(path: str | os.PathLike, checkpoint: int | str | None = None, be
         loaded = runs.load_policy(path, checkpoint, best)
         traced = serving.traced_outputs(loaded.policy, loaded.env.observations)
         source = f"{path} ({'best policy' if loaded.best else f'checkpoint {loaded.checkpoint}'})"
-        return Policy(traced, loaded.env.observations, source=source)
+        return Policy(traced, loaded.env.observations, source=source, state_size=loaded.policy.state_size)
     if checkpoint is not None or best:
         raise UsageError(f"{path} is not a run directory: checkpoint and best apply to run directories only")
     versions = export.version_numbers(path)
@@ -243,4 +281,4 @@ def load_policy(path: str | os.PathLike, checkpoint: int | str | None = None, be
         path = path / str(versions[-1])
     served = serving.load(path)
     return Policy(served.outputs, served.observations, source=str(path), metadata=served.metadata,
-                  keep_alive=served.saved_model)
+                  keep_alive=served.saved_model, state_size=served.state_size)

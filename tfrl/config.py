@@ -158,6 +158,7 @@ class LoopConfig:
 
     RENAMED: ClassVar[Mapping[str, str]] = {}  # old hyperparameter name -> current one, in the subclasses
     NETWORK_FIELDS: ClassVar[tuple[str, ...]] = ()  # the fields that shape the networks (tfrl.warm_start checks them)
+    REFUSED: ClassVar[Mapping[str, str]] = {}  # another agent's hyperparameter -> why this agent does not take it
 
     total_env_steps: int = 100_000
     """Length of training, in env steps."""
@@ -212,6 +213,9 @@ def field_name(config_cls: type, key: str, source: str) -> str:
     """The current name of hyperparameter `key` of config_cls (an old name is read, with one warning);
     ConfigError naming `source` and the close matches if it has no such field."""
     key = _current_name(config_cls, key, source)
+    refused = getattr(config_cls, "REFUSED", {}).get(key)
+    if refused:
+        raise ConfigError(f"{source}: {key!r} is not supported by {config_cls.__name__}: {refused}")
     types = _field_types(config_cls)
     if key not in types:
         close = difflib.get_close_matches(key, types, n=3)

@@ -18,7 +18,7 @@ import numpy as np
 from absl import logging
 from gymnasium.vector import AutoresetMode
 
-from tfrl import atari_preprocessing, envpool_vector, example_envs, image_envs
+from tfrl import atari_preprocessing, envpool_vector, example_envs, image_envs, partial_envs
 from tfrl.env_info import EnvIdError, EnvInfo, env_info  # noqa: F401 - tfrl.envs' names, as before
 from tfrl.errors import UsageError
 from tfrl.observations import (MASK_KEY, MaskedObservation, StructuredObservation, observation_spec,  # noqa: F401
@@ -28,6 +28,7 @@ from tfrl.stepping import (EnvStepError, VectorStep, VectorStepper, finished_epi
 
 image_envs.register()
 example_envs.register()
+partial_envs.register()
 
 
 # Ids that gymnasium 1.x deprecated, mapped to the version with the same dynamics we train on.

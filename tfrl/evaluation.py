@@ -9,6 +9,7 @@ import numpy as np
 
 from tfrl import envs
 from tfrl.observations import observation_spec, to_batch, to_row
+from tfrl.policy_memory import reset_episodes
 
 Policy = Callable[[np.ndarray], np.ndarray]  # obs [N, *obs_shape] -> actions [N]
 
@@ -30,12 +31,14 @@ def evaluate_episodes(policy: Policy, env: envs.EnvSpec | str, num_episodes: int
 
     Each sub-env runs a fixed quota of episodes, so short episodes are not
     over-represented (taking the first N episodes to finish would favour them).
-    Sub-env i is reset with seed + i.
+    Sub-env i is reset with seed + i. A policy with memory (tfrl.policy_memory) starts afresh and forgets each
+    sub-env's episode where it ends.
     """
     num_envs = max(1, min(num_envs, num_episodes))
     quota = np.full(num_envs, num_episodes // num_envs)
     quota[: num_episodes % num_envs] += 1
     vector_env = envs.make_vector_env(env, num_envs, seed=seed)
+    reset_episodes(policy)
     try:
         obs = vector_env.first_obs
         returns: list[float] = []
@@ -45,6 +48,7 @@ def evaluate_episodes(policy: Policy, env: envs.EnvSpec | str, num_episodes: int
             obs, _, terminated, truncated, infos = vector_env.step(policy(to_batch(vector_env.obs_spec, obs)))
             done = terminated | truncated
             if done.any():
+                reset_episodes(policy, done)
                 episode = infos["final_info"]["episode"]
                 for i in np.flatnonzero(done):
                     if done_counts[i] < quota[i]:
@@ -71,6 +75,7 @@ def render_episode(policy: Policy, env: envs.EnvSpec | str, seed: int,
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     env = envs.as_spec(env).make(render_mode="rgb_array")
+    reset_episodes(policy)
     try:
         if stats is not None:
             stats["fps"] = int(env.metadata.get("render_fps") or 30)

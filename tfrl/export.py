@@ -15,7 +15,9 @@ float32 (uint8 for image observations, which the network scales itself), or for
 Dict observations one tensor per field named by its key (input_signature), the
 action mask included; it returns the agent's outputs, e.g. {"action": int64 [B],
 "q_values": float32 [B, A]} for DQN (an action mask makes the action a legal one). Exploration is never exported: an agent
-exports its greedy policy. The SavedModel needs TensorFlow only, not tfrl.
+exports its greedy policy. The SavedModel needs TensorFlow only, not tfrl. A policy with memory (lstm_units)
+also takes "state" float32 [None, state_size] and returns the next "state": the client sends zeros at an
+episode's first step and the returned state at every later one (the metadata's "memory" gives the size).
 
 tfrl_metadata.json lives in the version's assets.extra/, where TF Serving keeps
 extra files (e.g. warmup requests) and which it does not interpret: agent, env
@@ -41,6 +43,7 @@ import tensorflow as tf
 from tfrl import crash_test_hooks, numerics
 from tfrl.errors import RunError, UsageError
 from tfrl.observations import ObsSpec
+from tfrl.policy_inputs import STATE_NAME, input_name  # noqa: F401 - tfrl.export's names too
 
 METADATA_FILE = "tfrl_metadata.json"
 METADATA_DIR = "assets.extra"  # inside the version directory
@@ -64,6 +67,7 @@ class ServingPolicy:
     outputs: Callable[[tf.Tensor], Mapping[str, tf.Tensor]]
     checkpoint_items: Mapping[str, Any]
     observation_normalization: keras.layers.Layer | None = None  # tracked too: `outputs` runs it before `model`
+    state_size: int = 0  # a policy with memory: outputs(observation, state [B, state_size]) also returns "state"
 
     @property
     def obs_dtype(self) -> tf.DType:
@@ -91,9 +95,13 @@ def input_signature(observations: ObsSpec | Sequence[int], obs_dtype: tf.DType =
             for field in observations.fields}
 
 
-def input_name(key: str) -> str:
-    """A Dict observation field's input name in the serving signature."""
-    return key.replace(".", "_")
+def signature_inputs(policy: ServingPolicy, observations: ObsSpec | Sequence[int]) -> list:
+    """The serving signature's inputs, in the order `policy.outputs` takes them: the observation(s), and for a
+    policy with memory its state "state" float32 [None, state_size] (zeros start an episode)."""
+    inputs = [input_signature(observations, policy.obs_dtype)]
+    if policy.state_size:
+        inputs.append(tf.TensorSpec([None, policy.state_size], tf.float32, name=STATE_NAME))
+    return inputs
 
 
 def export_saved_model(policy: ServingPolicy, observations: ObsSpec | Sequence[int], base_path: pathlib.Path,
@@ -117,7 +125,7 @@ def export_saved_model(policy: ServingPolicy, observations: ObsSpec | Sequence[i
     archive.add_endpoint(
         name=SIGNATURE,  # named so, write_out does not add a second alias of it
         fn=policy.outputs,
-        input_signature=[input_signature(observations, policy.obs_dtype)],
+        input_signature=signature_inputs(policy, observations),
     )
     tmp_dir = model_dir / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:

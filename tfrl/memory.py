@@ -114,8 +114,8 @@ def check(parts: Mapping[str, int]) -> None:
         return
     detail = ", ".join(f"{name} {human(size)}" for name, size in sorted(parts.items(), key=lambda p: -p[1]))
     raise UsageError(f"this run needs about {human(needed)} of memory ({detail}), more than the "
-                     f"{human(available)} available: lower replay_capacity, num_envs, hidden_sizes, the batch or "
-                     "the epochs")
+                     f"{human(available)} available: lower replay_capacity, num_envs, hidden_sizes (lstm_units), the "
+                     "batch or the epochs")
 
 
 def human(size: float) -> str:

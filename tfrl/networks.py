@@ -204,9 +204,12 @@ class NumpyMirror:
     def __init__(self, model: keras.Model):
         position = {id(variable): i for i, variable in enumerate(model.trainable_variables)}
         self._order = [layer.name for layer in model.layers]
-        self._dense, self._vectors = {}, {}
+        self._dense, self._vectors, self._cells = {}, {}, {}
         for layer in model.layers:
-            if isinstance(layer, keras.layers.Dense):
+            if isinstance(layer, keras.layers.LSTMCell):  # (kernel, recurrent kernel, bias)
+                self._cells[layer.name] = tuple(position[id(w)] for w in (layer.kernel, layer.recurrent_kernel,
+                                                                           layer.bias))
+            elif isinstance(layer, keras.layers.Dense):
                 activation = layer.get_config()["activation"]
                 self._dense[layer.name] = (position[id(layer.kernel)], position[id(layer.bias)],
                                            None if activation == "linear" else _ACTIVATIONS[activation])
@@ -223,6 +226,7 @@ class NumpyMirror:
         # (kernel, bias, activation) per layer, looked up once per update rather than per forward pass.
         self._layers = {name: (values[k], values[b], act) for name, (k, b, act) in self._dense.items()}
         self._weights = {name: values[i] for name, i in self._vectors.items()}
+        self._lstm = {name: tuple(values[i] for i in positions) for name, positions in self._cells.items()}
 
     def names(self, prefix: str) -> list[str]:
         """The Dense layers named <prefix>_<i>, in the model's order (a torso's layers)."""
@@ -230,6 +234,13 @@ class NumpyMirror:
 
     def has(self, name: str) -> bool:
         return name in self._dense or name in self._vectors
+
+    def has_lstm(self, name: str) -> bool:
+        return name in self._cells
+
+    def lstm(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """An LSTMCell's (kernel, recurrent kernel, bias)."""
+        return self._lstm[name]
 
     def weight(self, name: str) -> np.ndarray:
         return self._weights[name]
@@ -301,18 +312,27 @@ def actor_critic_network(obs_shape: Sequence[int] | ObsSpec, num_policy_params: 
     """
     obs, x = observation_input(obs_shape, obs_dtype, torso,
                                lambda fan_in: {"kernel_initializer": keras.initializers.Orthogonal(gain=np.sqrt(2.0))})
-
-    def torso(inputs, prefix):
-        h = inputs
-        for i, units in enumerate(hidden_sizes):
-            h = keras.layers.Dense(units, activation=activation, name=f"{prefix}_{i}",
-                                   kernel_initializer=keras.initializers.Orthogonal(gain=np.sqrt(2.0)))(h)
-        return h
-
     if shared_torso:
-        policy_latent = value_latent = torso(x, "torso")
+        policy_latent = value_latent = dense_chain(x, hidden_sizes, activation, "torso")
     else:
-        policy_latent, value_latent = torso(x, "policy_torso"), torso(x, "value_torso")
+        policy_latent = dense_chain(x, hidden_sizes, activation, "policy_torso")
+        value_latent = dense_chain(x, hidden_sizes, activation, "value_torso")
+    policy_params, value = actor_critic_heads(policy_latent, value_latent, num_policy_params, gaussian)
+    return keras.Model(obs, (policy_params, value), name=name)
+
+
+def dense_chain(inputs, hidden_sizes: Sequence[int], activation: str, prefix: str):
+    """An actor-critic torso: Dense layers <prefix>_<i>, orthogonal kernels with gain sqrt(2)."""
+    h = inputs
+    for i, units in enumerate(hidden_sizes):
+        h = keras.layers.Dense(units, activation=activation, name=f"{prefix}_{i}",
+                               kernel_initializer=keras.initializers.Orthogonal(gain=np.sqrt(2.0)))(h)
+    return h
+
+
+def actor_critic_heads(policy_latent, value_latent, num_policy_params: int, gaussian: bool):
+    """(policy params [B, P], value [B]), float32: "policy_head" (gain 0.01; with `gaussian` the mean, followed by
+    the state-independent "log_std") and "value_head" (gain 1)."""
     outputs = num_policy_params // 2 if gaussian else num_policy_params
     policy_params = keras.layers.Dense(outputs, name="policy_head", dtype="float32",
                                        kernel_initializer=keras.initializers.Orthogonal(gain=0.01))(policy_latent)
@@ -320,7 +340,7 @@ def actor_critic_network(obs_shape: Sequence[int] | ObsSpec, num_policy_params: 
         policy_params = AppendLogStd(outputs, name="log_std", dtype="float32")(policy_params)
     value = keras.layers.Dense(1, name="value_head", dtype="float32",
                                kernel_initializer=keras.initializers.Orthogonal(gain=1.0))(value_latent)
-    return keras.Model(obs, (policy_params, keras.ops.squeeze(value, axis=-1)), name=name)
+    return policy_params, keras.ops.squeeze(value, axis=-1)
 
 
 class NumpyActorCritic:

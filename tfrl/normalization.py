@@ -234,7 +234,8 @@ def checkpoint_items(layer: ObservationNormalization | None) -> dict:
 
 
 def in_front(layer: ObservationNormalization | None, outputs):
-    """`outputs` (observation -> dict of tensors) taking raw observations through `layer` first, if any."""
+    """`outputs` (observation, *others -> dict of tensors) taking raw observations through `layer` first, if any;
+    the other inputs (a recurrent policy's state) pass as they are."""
     if layer is None:
         return outputs
-    return lambda observation: outputs(layer(observation))
+    return lambda observation, *others: outputs(layer(observation), *others)

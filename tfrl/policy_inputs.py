@@ -17,6 +17,12 @@ from tfrl.errors import UsageError
 
 MASK_KEY = "action_mask"
 FLAT_KEY = "observation"  # the one field of a flat env, and the export's input name for it
+STATE_NAME = "state"  # the export's state input and output of a policy with memory
+
+
+def input_name(key: str) -> str:
+    """A Dict observation field's input name in the serving signature ("." becomes "_")."""
+    return key.replace(".", "_")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -382,16 +382,19 @@ def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
     loaded = load_policy(run_dir, checkpoint, best)
     best = loaded.best
     observations = loaded.env.observations
-    example = loaded.policy.outputs(tf.nest.map_structure(lambda spec: tf.zeros([1, *spec.shape[1:]], spec.dtype),
-                                                          export.input_signature(observations)))
+    example = loaded.policy.outputs(*tf.nest.map_structure(lambda spec: tf.zeros([1, *spec.shape[1:]], spec.dtype),
+                                                           export.signature_inputs(loaded.policy, observations)))
+    state_size = loaded.policy.state_size
     metadata = {
         "agent": loaded.run_config.agent,
         "env_id": loaded.run_config.env_id,
         "env_kwargs": _jsonable(loaded.run_config.env_kwargs),
         "observation": _observation_json(observations),
         "action_space": _action_space_json(loaded.env),
-        "signature": {"name": export.SIGNATURE, "inputs": _inputs_json(observations),
+        "signature": {"name": export.SIGNATURE, "inputs": _inputs_json(observations, state_size),
                       "outputs": {k: f"{v.dtype.name} {[None, *v.shape[1:]]}" for k, v in example.items()}},
+        "memory": ({"state_size": state_size, "input": export.STATE_NAME, "output": export.STATE_NAME,
+                    "start": "zeros"} if state_size else None),
         "config": config_lib.to_dict(loaded.run_config.config),
         "seed": loaded.run_config.seed,
         "train_env_steps": loaded.env_step,
@@ -401,6 +404,9 @@ def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
         "tfrl_version": tfrl.__version__,
     }
     finish = None
+    if finisher is not None and state_size:
+        raise UsageError("the LiteRT and ONNX exports do not carry a policy's memory (lstm_units) yet: export the "
+                         "SavedModel alone (--format=saved_model), which takes and returns the state")
     if finisher is not None:  # it plays the env: an id the run can make again
         finish = finisher(envs.as_spec(loaded.run_config.env_id, loaded.run_config.env_kwargs))
     return export.export_saved_model(loaded.policy, observations, base_path, model_name, metadata, finish)
@@ -413,7 +419,9 @@ def _observation_json(observations) -> dict:
     return {"shape": [], "dtype": "structured", "fields": observations.to_json()}
 
 
-def _inputs_json(observations) -> dict:
+def _inputs_json(observations, state_size: int) -> dict:
+    state = {export.STATE_NAME: f"float32 [None, {state_size}]"} if state_size else {}
     if not observations.structured:
-        return {export.INPUT_NAME: f"{observations.fields[0].dtype} [None, *obs_shape]"}
-    return {export.input_name(field.key): f"{field.dtype} {[None, *field.shape]}" for field in observations.fields}
+        return {export.INPUT_NAME: f"{observations.fields[0].dtype} [None, *obs_shape]", **state}
+    return {**{export.input_name(field.key): f"{field.dtype} {[None, *field.shape]}" for field in observations.fields},
+            **state}

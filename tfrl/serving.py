@@ -18,6 +18,7 @@ from tfrl import export
 from tfrl.errors import UsageError
 from tfrl.model_server.finite import non_finite_variable
 from tfrl.observations import Field, ObsSpec
+from tfrl.policy_memory import StatefulPolicy
 
 Policy = Callable[[np.ndarray], np.ndarray]
 
@@ -32,6 +33,7 @@ class ServedPolicy:
     observations: ObsSpec  # what the signature takes (Dict observations: one input per field)
     metadata: dict | None  # tfrl_metadata.json, None for a SavedModel made elsewhere
     saved_model: object  # the loaded object: a signature alone does not keep its variables alive
+    state_size: int = 0  # a policy with memory: outputs(obs, state) and a StatefulPolicy as `policy`
 
     @property
     def obs_shape(self) -> tuple[int, ...]:
@@ -52,19 +54,34 @@ def feed(observations: ObsSpec, obs) -> tf.Tensor | dict[str, tf.Tensor]:
 
 def numpy_outputs(outputs: Callable[..., Mapping[str, tf.Tensor]], observations: ObsSpec,
                   signature: bool = False) -> Outputs:
-    """obs -> outputs(obs) as NumPy. signature: `outputs` is a loaded SavedModel's signature, which takes keyword
-    arguments named by the inputs (export.input_name of a Dict observation's keys)."""
+    """obs (and, for a policy with memory, state [N, S]) -> outputs(obs[, state]) as NumPy. signature: `outputs` is
+    a loaded SavedModel's signature, which takes keyword arguments named by the inputs (export.input_name of a Dict
+    observation's keys, export.STATE_NAME)."""
 
-    def numpy_fn(obs) -> dict:
+    def numpy_fn(obs, *state) -> dict:
         tensors = feed(observations, obs)
+        state = [tf.constant(value, tf.float32) for value in state]
         if signature:
             named = tensors if isinstance(tensors, dict) else {export.INPUT_NAME: tensors}
-            result = outputs(**{export.input_name(key): value for key, value in named.items()})
+            named = {export.input_name(key): value for key, value in named.items()}
+            result = outputs(**named, **({export.STATE_NAME: state[0]} if state else {}))
         else:
-            result = outputs(tensors)
+            result = outputs(tensors, *state)
         return {name: value.numpy() for name, value in result.items()}
 
     return numpy_fn
+
+
+def acting(outputs: Outputs, state_size: int) -> Policy:
+    """The actions of `outputs`: a plain function, or for a policy with memory a StatefulPolicy carrying "state"."""
+    if not state_size:
+        return lambda obs: outputs(obs)["action"]
+
+    def step(obs, state):
+        result = outputs(obs, state)
+        return result["action"], result[export.STATE_NAME]
+
+    return StatefulPolicy(step, state_size)
 
 
 def traced_outputs(policy: export.ServingPolicy, observations: ObsSpec | Sequence[int]) -> Outputs:
@@ -72,14 +89,13 @@ def traced_outputs(policy: export.ServingPolicy, observations: ObsSpec | Sequenc
     one array's shape."""
     if not isinstance(observations, ObsSpec):
         observations = ObsSpec.flat(observations, policy.obs_dtype.name)
-    signature = [export.input_signature(observations)]
+    signature = export.signature_inputs(policy, observations)
     return numpy_outputs(tf.function(policy.outputs, input_signature=signature), observations)
 
 
 def traced_policy(policy: export.ServingPolicy, observations: ObsSpec | Sequence[int]) -> Policy:
-    """The actions of traced_outputs."""
-    traced = traced_outputs(policy, observations)
-    return lambda obs: traced(obs)["action"]
+    """The actions of traced_outputs (a StatefulPolicy for a policy with memory)."""
+    return acting(traced_outputs(policy, observations), policy.state_size)
 
 
 def load(saved_model_dir: pathlib.Path) -> ServedPolicy:
@@ -102,10 +118,27 @@ def load(saved_model_dir: pathlib.Path) -> ServedPolicy:
     if "action" not in signature.structured_outputs:
         raise UsageError(f"{path}: signature {export.SIGNATURE!r} has no 'action' output")
     metadata = export.read_metadata(path)
-    observations = _signature_observations(path, signature.structured_input_signature[1], metadata)
+    inputs = dict(signature.structured_input_signature[1])
+    state_size = _state_size(path, inputs, signature.structured_outputs, metadata)
+    if state_size:
+        del inputs[export.STATE_NAME]
+    observations = _signature_observations(path, inputs, metadata)
     outputs = numpy_outputs(signature, observations, signature=True)
-    return ServedPolicy(policy=lambda obs: outputs(obs)["action"], outputs=outputs, observations=observations,
-                        metadata=metadata, saved_model=loaded)
+    return ServedPolicy(policy=acting(outputs, state_size), outputs=outputs, observations=observations,
+                        metadata=metadata, saved_model=loaded, state_size=state_size)
+
+
+def _state_size(path: pathlib.Path, inputs: Mapping[str, tf.TensorSpec], outputs: Mapping, metadata: dict | None) -> int:
+    """The state size of a policy with memory (tfrl's metadata says so, or a float32 "state" input [None, S] that
+    is also an output), 0 for one without."""
+    memory = (metadata or {}).get("memory")
+    spec = inputs.get(export.STATE_NAME)
+    if memory is None and (spec is None or export.STATE_NAME not in outputs or spec.dtype != tf.float32
+                           or spec.shape.rank != 2):
+        return 0
+    if spec is None or spec.shape.rank != 2 or spec.shape[1] is None:
+        raise UsageError(f"{path}: a policy with memory whose signature takes no {export.STATE_NAME!r} [None, S]")
+    return int(spec.shape[1])
 
 
 def _signature_observations(path: pathlib.Path, inputs: Mapping[str, tf.TensorSpec], metadata: dict | None) -> ObsSpec:

@@ -15,7 +15,7 @@ import tensorflow as tf
 from tfrl import networks, normalization, precision, runtime as runtime_lib
 from tfrl.agents import train_step
 from tfrl.agents.a2c.config import A2CConfig
-from tfrl.agents.actor_critic import learning as ac_learning, policy as ac_policy
+from tfrl.agents.actor_critic import learning as ac_learning, policy as ac_policy, recurrent
 from tfrl.agents.actor_critic.networks import make_head, make_network
 from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.agents.core import LearnerUpdate
@@ -72,7 +72,12 @@ class A2CLearner:
                                                          runtime.options.mixed_precision)
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
         self.obs_normalizer = normalization.make(config, env.observations)  # the agent updates it while collecting
-        self.rows = ac_learning.rollout_rows(env.observations, self.head, with_log_probs=False)
+        self.rows = ac_learning.rollout_rows(env.observations, self.head, with_log_probs=False,
+                                             state_size=ac_learning.state_size(config))
+        self._forward = ac_learning.training_forward(self.network, config)
+        # With memory the rows go in as whole env sequences (row n * T + t is step t of env n), not t * N + n.
+        self._order = (recurrent.sequence_rows(config.rollout_length, config.num_envs, config.rollout_length).reshape(-1)
+                       if config.recurrent else None)
         self.output = train_step.OutputLayout(METRICS, networks.acting_variables(self.network))
         self._batch_gradients = self._placement.batch_gradients(self._gradients)
         self.train_step = self._placement.compile(self._train_step, [
@@ -84,8 +89,11 @@ class A2CLearner:
 
     @staticmethod
     def check_runtime(config: A2CConfig, runtime: runtime_lib.Runtime) -> None:
-        """Each update splits the worker's rollout evenly over its replicas."""
-        train_step.Placement(runtime).check_batch_split("num_envs * rollout_length", config.rollout_size)
+        """Each update splits the worker's rollout (with memory: its envs' sequences) evenly over its replicas."""
+        if config.recurrent:
+            train_step.Placement(runtime).check_batch_split("num_envs (one sequence each)", config.num_envs)
+        else:
+            train_step.Placement(runtime).check_batch_split("num_envs * rollout_length", config.rollout_size)
 
     def checkpoint_items(self) -> dict:
         return {ac_policy.NETWORK_KEY: self.network, "optimizer": self.optimizer, "updates": self.updates,
@@ -95,7 +103,10 @@ class A2CLearner:
         """One TF call: one gradient step on the flattened rollout [B = T * N], at the step size of the
         learning-rate schedule at the rollout's start (logged as "learning_rate")."""
         learning_rate = ac_learning.learning_rate_at(rollout.start_env_step, self.config)
-        flat = self._call(*self.rows.pack(rollout.rows(), batch_dims=1), np.float32(learning_rate)).numpy()
+        rows = rollout.rows()
+        if self._order is not None:
+            rows = {name: values[self._order] for name, values in rows.items()}
+        flat = self._call(*self.rows.pack(rows, batch_dims=1), np.float32(learning_rate)).numpy()
         update = train_step.finished_update(self.output, flat, self.optimizer, "policy logits or values",
                                             lambda k: int(self.updates.numpy()))
         update.metrics["learning_rate"] = learning_rate
@@ -111,15 +122,17 @@ class A2CLearner:
         if self.config.normalize_advantage:
             # Over the worker's whole rollout, also under a strategy, rather than over each replica's shard.
             advantages = ac_learning.normalized(advantages)
-        grads, terms = self._batch_gradients(batch["obs"], batch["action"], advantages, batch["return"])
+        grads, terms = self._batch_gradients(batch["obs"], batch["action"], advantages, batch["return"],
+                                             *ac_learning.memory_of(batch))
         metrics, flags = ac_learning.apply_step(self.optimizer, grads, self.network.trainable_variables, terms)
         self.updates.assign_add(1)
         return self.output.pack(metrics, flags, 0, networks.acting_variables(self.network))
 
-    def _gradients(self, obs, actions, advantages, returns):
-        """(loss-scaled gradients, {"loss", "policy_loss", "value_loss", "entropy", "outputs_sum"}) of one batch."""
+    def _gradients(self, obs, actions, advantages, returns, *memory):
+        """(loss-scaled gradients, {"loss", "policy_loss", "value_loss", "entropy", "outputs_sum"}) of one batch;
+        memory: its rows' (states, starts) with lstm_units."""
         return ac_learning.loss_gradients(
-            self.network, self.optimizer, obs,
+            self._forward, self.network, self.optimizer, obs, memory,
             lambda policy_params, values, legal: a2c_loss(self.head, policy_params, values, actions, advantages,
                                                           returns, self.config.value_coef, self.config.entropy_coef,
                                                           legal))

@@ -23,12 +23,14 @@ import numpy as np
 
 from tfrl import networks, normalization
 from tfrl.agents.actor_critic import policy as ac_policy
-from tfrl.agents.actor_critic.actor import ActorCriticActor
+from tfrl.agents.actor_critic import recurrent
+from tfrl.agents.actor_critic.actor import ActorCriticActor, RecurrentActor
 from tfrl.agents.actor_critic.advantages import bootstrap_truncated
 from tfrl.agents.actor_critic.config import ActorCriticConfig
 from tfrl.agents.actor_critic.rollout import Rollout, RolloutStorage
 from tfrl.agents.core import rng_state, set_rng_state
 from tfrl.envs import EnvInfo, VectorStepper
+from tfrl.policy_memory import StatefulPolicy
 
 
 class ActorCriticAgent:
@@ -37,11 +39,15 @@ class ActorCriticAgent:
         self.learner = learner
         self.config = config
         self._env_info = env
-        self._mirror = networks.acting_network(learner.network,
-                                               networks.NumpyActorCritic)
-        self.actor = ActorCriticActor(self._mirror, learner.head, seed=seed)
+        self._state_size = recurrent.state_size(config.lstm_units, config.shared_torso) if config.recurrent else 0
+        if self._state_size:
+            self._mirror = recurrent.acting_network(learner.network)
+            self.actor = RecurrentActor(self._mirror, learner.head, seed, config.num_envs, self._state_size)
+        else:
+            self._mirror = networks.acting_network(learner.network, networks.NumpyActorCritic)
+            self.actor = ActorCriticActor(self._mirror, learner.head, seed=seed)
         self._storage = RolloutStorage(config.rollout_length, config.num_envs, env.observations.row_shape,
-                                       learner.head, env.observations.numpy_dtype)
+                                       learner.head, env.observations.numpy_dtype, self._state_size)
         self._rollout: Rollout | None = None
         self._metrics: dict[str, float] = {}
         self._obs_normalizer = learner.obs_normalizer
@@ -59,7 +65,8 @@ class ActorCriticAgent:
                 # A time-limit truncation is no terminal state: bootstrap from V(the episode's last obs).
                 reward = bootstrap_truncated(reward, step.terminated, step.truncated,
                                              self.actor.value(self._obs_normalizer(step.final_obs())), self.config.gamma)
-            self._storage.record(t, step, obs, action, value, policy_params, reward)
+            self.actor.episodes_ended(step.done)
+            self._storage.record(t, step, obs, action, value, policy_params, reward, self.actor.memory())
         last_value = self.actor.value(self._obs_normalizer(env.obs))  # V(s_T) [N]; s_T is observed at the next step
         self._rollout = self._storage.finish(last_value, self.config.gamma, self.config.gae_lambda,
                                              self.learner.head, start_env_step)
@@ -83,8 +90,14 @@ class ActorCriticAgent:
         layer that checkpoints and the best policy save."""
         self._obs_normalizer.sync()
 
-    def greedy(self, obs: np.ndarray) -> np.ndarray:
-        return self.actor.greedy(self._obs_normalizer(obs))  # frozen statistics: obs are not counted
+    @property
+    def greedy(self):
+        """The evaluated policy (frozen statistics: its observations are not counted); with memory, a
+        tfrl.policy_memory.StatefulPolicy."""
+        if not self._state_size:
+            return lambda obs: self.actor.greedy(self._obs_normalizer(obs))
+        return StatefulPolicy(lambda obs, state: self.actor.greedy_step(self._obs_normalizer(obs), state),
+                              self._state_size)
 
     def serving_policy(self):
         return ac_policy.serving_policy(self.config, self._env_info, self.learner.network,

@@ -19,7 +19,7 @@ class ActorCriticConfig(LoopConfig):
     """
 
     RENAMED = {"n_steps": "rollout_length"}
-    NETWORK_FIELDS = ("torso", "hidden_sizes", "shared_torso", "activation", "normalize_observations")
+    NETWORK_FIELDS = ("torso", "hidden_sizes", "shared_torso", "activation", "lstm_units", "normalize_observations")
 
     total_env_steps: int = 500_000
     num_envs: int = 8
@@ -41,6 +41,10 @@ class ActorCriticConfig(LoopConfig):
     """One torso feeding both the policy and the value head; False = separate torsos (SB3's default)."""
     activation: str = "tanh"
     """Hidden-layer activation: tanh or relu."""
+    lstm_units: int = 0
+    """Memory: units of an LSTM after each torso (one shared LSTM with shared_torso), whose state the policy
+    carries from step to step of an episode (tfrl.agents.actor_critic.recurrent); 0 = no memory, the policy sees
+    the current observation only."""
     learning_rate: float = 7e-4
     """Optimizer step size at env step 0."""
     lr_schedule: str = "constant"
@@ -71,6 +75,7 @@ class ActorCriticConfig(LoopConfig):
         for name in ("max_grad_norm", "value_coef", "entropy_coef"):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         require_positive_sizes("hidden_sizes", self.hidden_sizes)
+        require(self.lstm_units >= 0, f"lstm_units must be >= 0 (0: no memory), got {self.lstm_units}")
         require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
         require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
         require(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
@@ -84,6 +89,15 @@ class ActorCriticConfig(LoopConfig):
     def rollout_size(self) -> int:
         """Transitions per update: num_envs * rollout_length."""
         return self.num_envs * self.rollout_length
+
+    @property
+    def recurrent(self) -> bool:
+        return self.lstm_units > 0
+
+    @property
+    def sequence_steps(self) -> int:
+        """Steps of each training sequence of a recurrent policy (A2C: the whole rollout of one env)."""
+        return self.rollout_length
 
     @property
     def gradient_steps_per_update(self) -> int:

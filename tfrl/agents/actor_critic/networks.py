@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl import networks
+from tfrl.agents.actor_critic import recurrent
 from tfrl.agents.actor_critic.config import ActorCriticConfig
 from tfrl.envs import EnvInfo
 
@@ -198,7 +199,12 @@ def make_head(env: EnvInfo) -> CategoricalHead | MultiCategoricalHead | Gaussian
 
 
 def make_network(config: ActorCriticConfig, env: EnvInfo, head) -> keras.Model:
-    """obs [B, *obs_shape] -> (policy params [B, head.num_params], value [B])."""
+    """obs [B, *obs_shape] -> (policy params [B, head.num_params], value [B]); with lstm_units, the recurrent step
+    [obs, state] -> (policy params, value, next state) (tfrl.agents.actor_critic.recurrent)."""
+    if config.recurrent:
+        return recurrent.recurrent_actor_critic_network(
+            env.observations, head.num_params, config.hidden_sizes, config.lstm_units, config.activation,
+            config.shared_torso, gaussian=isinstance(head, GaussianHead), torso=config.torso)
     return networks.actor_critic_network(env.observations, head.num_params, config.hidden_sizes,
                                          config.activation, config.shared_torso,
                                          gaussian=isinstance(head, GaussianHead), torso=config.torso)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tfrl import networks, normalization
+from tfrl.agents.actor_critic import recurrent
 from tfrl.agents.actor_critic.config import ActorCriticConfig
 from tfrl.agents.actor_critic.networks import GaussianHead, MultiCategoricalHead, make_head, make_network
 from tfrl.envs import EnvInfo
@@ -14,7 +15,7 @@ from tfrl.export import ServingPolicy
 NETWORK_KEY = "network"  # the network's key in the A2C and PPO learners' checkpoint_items() and the serving policy's
 
 
-def greedy_outputs(network, head=None):
+def greedy_outputs(network, head=None, recurrent: bool = False):
     """observation [B, *obs_shape] -> the mode of the policy (the greedy action the actor evaluates) and V(s):
 
     categorical head: {"action": argmax_a logits int64 [B], "logits": float32 [B, A], "value": float32 [B]}
@@ -22,11 +23,11 @@ def greedy_outputs(network, head=None):
     Gaussian head:    {"action": the mean clipped to the Box, float32 [B, *action_shape], "mean": float32 [B, D],
                        "log_std": float32 [B, D], "value": float32 [B]}
     With an action mask (Dict observations' action_mask), the argmax ranges over the legal actions only.
+    recurrent: (observation, state [B, S]) -> the same and "state", the next state [B, S] float32.
     """
     gaussian = isinstance(head, GaussianHead)
 
-    def outputs(observation):
-        params, value = network(networks.network_input(observation), training=False)  # float32 always
+    def from_params(observation, params, value):
         if not gaussian:
             legal = networks.legal_mask(observation)
             scores = params if legal is None else tf.where(legal, params, tf.float32.min)
@@ -34,6 +35,17 @@ def greedy_outputs(network, head=None):
         mean, log_std = tf.split(params, 2, axis=-1)
         action = tf.reshape(tf.clip_by_value(mean, head.low, head.high), [-1, *head.action_shape])
         return {"action": action, "mean": mean, "log_std": log_std, "value": value}
+
+    if recurrent:
+        def step(observation, state):
+            params, value, next_state = network([networks.network_input(observation), state], training=False)
+            return {**from_params(observation, params, value), "state": next_state}
+
+        return step
+
+    def outputs(observation):
+        params, value = network(networks.network_input(observation), training=False)  # float32 always
+        return from_params(observation, params, value)
 
     return outputs
 
@@ -56,6 +68,7 @@ def serving_policy(config: ActorCriticConfig, env: EnvInfo, network=None, obs_no
         network = make_network(config, env, head)
     if obs_normalization is None:
         obs_normalization = normalization.make_layer(config, env.observations)
-    outputs = normalization.in_front(obs_normalization, greedy_outputs(network, head))
+    outputs = normalization.in_front(obs_normalization, greedy_outputs(network, head, config.recurrent))
     return ServingPolicy(model=network, outputs=outputs, observation_normalization=obs_normalization,
-                         checkpoint_items={NETWORK_KEY: network, **normalization.checkpoint_items(obs_normalization)})
+                         checkpoint_items={NETWORK_KEY: network, **normalization.checkpoint_items(obs_normalization)},
+                         state_size=recurrent.state_size(config.lstm_units, config.shared_torso) if config.recurrent else 0)

@@ -19,18 +19,23 @@ class Rollout(NamedTuple):
     returns: np.ndarray  # G_t = A_t + V(s_t) [B] float32, the value targets
     log_probs: np.ndarray  # log pi_old(a_t | s_t) [B] float32, of the policy that acted
     start_env_step: int  # env step where the rollout began: the clock of every schedule
+    states: np.ndarray | None = None  # with memory: the state the actor stepped from at s_t [B, S] float32
+    starts: np.ndarray | None = None  # with memory: 1.0 where an episode started at s_t (its state zeroed) [B]
 
     def rows(self) -> dict[str, np.ndarray]:
         """The per-row fields by the names the learners' row layouts use."""
-        return {"obs": self.obs, "action": self.actions, "advantage": self.advantages, "return": self.returns,
+        rows = {"obs": self.obs, "action": self.actions, "advantage": self.advantages, "return": self.returns,
                 "log_prob": self.log_probs}
+        if self.states is not None:
+            rows.update(state=self.states, start=self.starts)
+        return rows
 
 
 class RolloutStorage:
     """The [T, N] arrays one rollout fills, reused from rollout to rollout."""
 
     def __init__(self, rollout_length: int, num_envs: int, obs_shape: Sequence[int], head,
-                 obs_dtype: str = "float32"):
+                 obs_dtype: str = "float32", state_size: int = 0):
         t, n = rollout_length, num_envs
         self.obs = np.zeros((t, n, *obs_shape), obs_dtype)  # s_t
         action_shape = tuple(head.action_spec.shape[1:])
@@ -41,11 +46,17 @@ class RolloutStorage:
         self.values = np.zeros((t, n), np.float32)  # V(s_t)
         self.policy_params = np.zeros((t, n, num_policy_params), np.float32)  # what a_t was sampled from
         self.returns = np.zeros((t, n), np.float32)  # G_t of the last finished rollout
+        # With memory: the state the actor stepped from at s_t, and 1.0 where an episode started at s_t.
+        self.states = np.zeros((t, n, state_size), np.float32) if state_size else None
+        self.starts = np.zeros((t, n), np.float32) if state_size else None
 
     def record(self, t: int, step: VectorStep, obs: np.ndarray, action: np.ndarray, value: np.ndarray,
-               policy_params: np.ndarray, reward: np.ndarray) -> None:
+               policy_params: np.ndarray, reward: np.ndarray, memory: tuple[np.ndarray, np.ndarray] | None) -> None:
         """Step t: the env step, s_t and r_t as the learner sees them (normalized, when the agent normalizes), a_t
-        as sampled (not as the env got it, clipped), V(s_t) and the policy params a_t was sampled from."""
+        as sampled (not as the env got it, clipped), V(s_t), the policy params a_t was sampled from and, with
+        memory, (the state the actor stepped from, its episode-start flags)."""
+        if memory is not None:
+            self.states[t], self.starts[t] = memory
         self.obs[t] = obs
         self.actions[t] = action
         self.values[t] = value
@@ -62,8 +73,10 @@ class RolloutStorage:
         actions = self.actions.reshape(rows, *self.actions.shape[2:])
         # log pi_old(a|s) of the acting policy, once per rollout: one NumPy call, not one per vector step.
         log_probs = head.log_prob_numpy(self.policy_params.reshape(rows, -1), actions)
+        memory = {} if self.states is None else {"states": self.states.reshape(rows, -1),
+                                                 "starts": self.starts.reshape(-1)}
         return Rollout(self.obs.reshape(len(actions), *self.obs.shape[2:]), actions, advantages.reshape(-1),
-                       self.returns.reshape(-1), log_probs, start_env_step)
+                       self.returns.reshape(-1), log_probs, start_env_step, **memory)
 
     def explained_variance(self) -> float:
         """Of V(s_t) for the last rollout's value targets."""

@@ -6,10 +6,17 @@ from __future__ import annotations
 from tfrl import memory
 from tfrl.config import field_torsos
 from tfrl.errors import UsageError
+from tfrl.policy_inputs import STATE_NAME, input_name
 
 
 def check_observations(config, env_info) -> None:
     field_torsos(config.torso, env_info.observations)  # ConfigError if one cannot be
+    observations = env_info.observations
+    if config.lstm_units and observations.structured and any(input_name(f.key) == STATE_NAME
+                                                             for f in observations.fields):
+        raise UsageError(f"lstm_units: the export of a policy with memory takes its state as input "
+                         f"{STATE_NAME!r}, which an observation field of this env is called too; rename that key "
+                         "(a gymnasium wrapper) to train a policy with memory on it")
     if env_info.obs_dtype == "uint8" and config.normalize_observations:
         raise UsageError("normalize_observations: uint8 (image) observations are scaled to [0, 1] inside the "
                          "network, not normalized; set normalize_observations=false (with Dict observations, "
@@ -22,15 +29,19 @@ def convolves(config, env_info) -> bool:
 
 def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
     """The rollout (stored, and packed for the learner), the network with its optimizer's slots, gradients, the
-    mirror and the returned weights (6 copies), and 3 passes over the activations of the rollout's rows."""
+    mirror and the returned weights (6 copies), and 3 passes over the activations of the rollout's rows. With
+    lstm_units, each LSTM's 4 gates (4 U (F + U + 1) weights), its states stored with the rollout, and its gates
+    and states kept per row for the backward pass through time."""
     torso = memory.torso(env_info.observations, config.torso)
     torsos = 1 if config.shared_torso else 2
-    hidden, actions = list(config.hidden_sizes), env_info.action_size
+    hidden, actions, units = list(config.hidden_sizes), env_info.action_size, config.lstm_units
+    latent = units or hidden[-1]
     parameters = (torso.parameters + torsos * memory.mlp_parameters([torso.features, *hidden])
-                  + (hidden[-1] + 1) * (actions + 1))
+                  + torsos * 4 * units * (hidden[-1] + units + 1) + (latent + 1) * (actions + 1))
     rows, obs_bytes = config.rollout_size, memory.observation_bytes(env_info)
-    activations = torsos * sum(hidden) + torso.activations + memory.observation_size(env_info)
+    activations = torsos * (sum(hidden) + 6 * units) + torso.activations + memory.observation_size(env_info)
+    state_floats = 2 * units * torsos
     return {"envs": memory.envs_bytes(config.num_envs, vector_mode),
-            "rollouts": 2 * rows * (obs_bytes + (actions + 8) * memory.FLOAT),
+            "rollouts": 2 * rows * (obs_bytes + (actions + 8 + state_floats) * memory.FLOAT),
             "networks": memory.networks_bytes(parameters, copies=6, rows=rows, activations_per_row=activations,
                                               passes=3)}

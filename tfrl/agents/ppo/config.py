@@ -35,6 +35,10 @@ class PPOConfig(ActorCriticConfig):
     """epsilon of the clipped ratio: the objective ignores pi/pi_old beyond [1 - epsilon, 1 + epsilon]."""
     clip_range_schedule: str = "constant"
     """constant, or linear: clip_range falls linearly to 0 over total_env_steps (SB3 zoo's "lin_<value>")."""
+    sequence_length: int = 0
+    """With lstm_units: steps of each training sequence; every env's rollout is cut into sequences this long, each
+    started from the state the actor had there, batch_size / sequence_length of them per minibatch. 0 = the whole
+    rollout_length (each minibatch then holds whole env rollouts), or batch_size if that is shorter."""
     adam_epsilon: float = 1e-5
     """Adam's epsilon, added to sqrt(v) (SB3's PPO uses 1e-5, added to the bias-corrected sqrt(v); Keras' default
     is 1e-7)."""
@@ -48,10 +52,22 @@ class PPOConfig(ActorCriticConfig):
                 f"{self.batch_size}, so that every transition is in one minibatch per epoch")
         require(self.batch_size > 1 or not self.normalize_advantage,
                 "batch_size must be > 1 with normalize_advantage: one row always standardizes to 0")
+        require(self.sequence_length >= 0, f"sequence_length must be >= 0, got {self.sequence_length}")
+        if self.recurrent:
+            length = self.sequence_steps
+            require(self.rollout_length % length == 0,
+                    f"rollout_length = {self.rollout_length} must be a multiple of sequence_length = {length}")
+            require(self.batch_size % length == 0,
+                    f"batch_size = {self.batch_size} must be a multiple of sequence_length = {length} (a minibatch "
+                    "holds whole sequences)")
         require(self.adam_epsilon > 0, f"adam_epsilon must be > 0, got {self.adam_epsilon}")
         require(self.clip_range > 0, f"clip_range must be > 0, got {self.clip_range}")
         require(self.clip_range_schedule in SCHEDULES,
                 f"clip_range_schedule must be one of {', '.join(SCHEDULES)}, got {self.clip_range_schedule!r}")
+
+    @property
+    def sequence_steps(self) -> int:
+        return self.sequence_length or min(self.rollout_length, self.batch_size)
 
     @property
     def gradient_steps_per_update(self) -> int:

@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from tfrl import networks, normalization, numerics, precision, runtime as runtime_lib, schedules
 from tfrl.agents import train_step
-from tfrl.agents.actor_critic import learning as ac_learning, policy as ac_policy
+from tfrl.agents.actor_critic import learning as ac_learning, policy as ac_policy, recurrent
 from tfrl.agents.actor_critic.networks import make_head, make_network
 from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.agents.core import LearnerUpdate
@@ -105,7 +105,9 @@ class PPOLearner:
             # A variable rather than an argument of the per-replica function, which shards its arguments.
             self._clip_range = tf.Variable(config.clip_range, dtype=tf.float32, trainable=False, name="clip_range")
         self.obs_normalizer = normalization.make(config, env.observations)  # the agent updates it while collecting
-        self.rows = ac_learning.rollout_rows(env.observations, self.head, with_log_probs=True)
+        self.rows = ac_learning.rollout_rows(env.observations, self.head, with_log_probs=True,
+                                             state_size=ac_learning.state_size(config))
+        self._forward = ac_learning.training_forward(self.network, config)
         self.output = train_step.OutputLayout(METRICS, networks.acting_variables(self.network))
         self._batch_gradients = self._placement.batch_gradients(self._gradients)
         self.train_step = self._placement.compile(self._train_step, [
@@ -119,8 +121,13 @@ class PPOLearner:
 
     @staticmethod
     def check_runtime(config: PPOConfig, runtime: runtime_lib.Runtime) -> None:
-        """Each minibatch step splits the worker's batch_size rows evenly over its replicas."""
-        train_step.Placement(runtime).check_batch_split("batch_size", config.batch_size)
+        """Each minibatch step splits the worker's batch_size rows (with memory: its whole sequences) evenly over its
+        replicas."""
+        if config.recurrent:
+            train_step.Placement(runtime).check_batch_split("batch_size / sequence_length (sequences per minibatch)",
+                                                            config.batch_size // config.sequence_steps)
+        else:
+            train_step.Placement(runtime).check_batch_split("batch_size", config.batch_size)
 
     def checkpoint_items(self) -> dict:
         return {ac_policy.NETWORK_KEY: self.network, "optimizer": self.optimizer, "updates": self.updates,
@@ -139,8 +146,7 @@ class PPOLearner:
         rows = len(rollout.obs)
         if rows % config.batch_size:
             raise ValueError(f"a rollout of {rows} rows does not split into minibatches of {config.batch_size}")
-        minibatches = minibatch_indices(self._seed, int(self.updates.numpy()), config.n_epochs, rows,
-                                        config.batch_size)
+        minibatches = self._minibatches(rows)
         flat = self._call(*self.rows.pack(rollout.rows(), batch_dims=1), minibatches, np.float32(learning_rate),
                           np.float32(clip_range)).numpy()
         steps_per_update = len(minibatches)
@@ -149,6 +155,14 @@ class PPOLearner:
                                             lambda k: done_before + k + 1)  # counted from 1, like DQN's
         update.metrics.update(learning_rate=learning_rate, clip_range=float(clip_range))
         return update
+
+    def _minibatches(self, rows: int) -> np.ndarray:
+        """This update's minibatch rows: shuffled rows, or with memory whole shuffled sequences in time order."""
+        config, update = self.config, int(self.updates.numpy())
+        if config.recurrent:
+            return recurrent.sequence_minibatches(self._seed, update, config.n_epochs, config.rollout_length,
+                                                  config.num_envs, config.sequence_steps, config.batch_size)
+        return minibatch_indices(self._seed, update, config.n_epochs, rows, config.batch_size)
 
     # ---- inside the tf.function -------------------------------------------------
 
@@ -167,7 +181,7 @@ class PPOLearner:
             if self.config.normalize_advantage:
                 advantages = ac_learning.normalized(advantages)  # over the whole minibatch, before any sharding
             grads, terms = self._batch_gradients(batch["obs"], batch["action"], advantages, batch["return"],
-                                                 batch["log_prob"])
+                                                 batch["log_prob"], *ac_learning.memory_of(batch))
             metrics, step_flags = ac_learning.apply_step(self.optimizer, grads, self.network.trainable_variables,
                                                          terms)
             sums += tf.stack([tf.cast(metrics[name], tf.float32) for name in METRICS])
@@ -177,10 +191,11 @@ class PPOLearner:
         return self.output.pack(dict(zip(METRICS, tf.unstack(means))), flags, flagged_step,
                                 networks.acting_variables(self.network))
 
-    def _gradients(self, obs, actions, advantages, returns, old_log_probs):
-        """(loss-scaled gradients, {"loss", terms of ppo_loss, "outputs_sum"}) of one minibatch (or shard)."""
+    def _gradients(self, obs, actions, advantages, returns, old_log_probs, *memory):
+        """(loss-scaled gradients, {"loss", terms of ppo_loss, "outputs_sum"}) of one minibatch (or shard); memory:
+        its rows' (states, starts) with lstm_units."""
         return ac_learning.loss_gradients(
-            self.network, self.optimizer, obs,
+            self._forward, self.network, self.optimizer, obs, memory,
             lambda policy_params, values, legal: ppo_loss(self.head, policy_params, values, actions, advantages,
                                                           returns, old_log_probs, self._clip_range,
                                                           self.config.value_coef, self.config.entropy_coef, legal))

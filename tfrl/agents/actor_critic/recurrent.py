@@ -1,0 +1,218 @@
+"""Memory for A2C and PPO (lstm_units > 0): an LSTM between the torso and the heads, its NumPy mirror, and training
+on whole sequences of a rollout.
+
+The network is one step: (observation, state) -> (policy params, value, next state). The state is float32
+[B, state_size]: (h, c) of each LSTM side by side, one LSTM shared by the policy and the value (shared_torso) or
+one each ("policy_lstm", "value_lstm": [h_pi, c_pi, h_v, c_v]). Zeros start an episode.
+
+Acting keeps one state per env and zeroes it where an episode starts; the rollout stores, for every step, the
+state the actor had (after that reset) and whether an episode started there. Training cuts each env's rollout
+into sequences of sequence_length consecutive steps, starts each from its stored state and runs the LSTM along it,
+zeroing the state again where an episode starts inside it:
+
+    state_t = (1 - start_t) * state_{t-1}  (state_{-1}: the stored state of the sequence's first step)
+    latent_t, state_{t+1} = LSTM(torso(obs_t), state_t)
+
+so that the first epoch of a PPO update replays exactly the actor's computation (the tests check it).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tfrl import networks
+from tfrl.observations import ObsSpec
+
+STATE_INPUT = "state"  # the step network's and the export's state input (and output) name
+
+
+def branches(shared_torso: bool) -> tuple[str, ...]:
+    """The LSTMs, by layer name, in the order their (h, c) sit in the state."""
+    return ("lstm",) if shared_torso else ("policy_lstm", "value_lstm")
+
+
+def state_size(lstm_units: int, shared_torso: bool) -> int:
+    """Floats of one env's state: h and c of every LSTM."""
+    return 2 * lstm_units * len(branches(shared_torso))
+
+
+def recurrent_actor_critic_network(observations: ObsSpec, num_policy_params: int, hidden_sizes: Sequence[int],
+                                   lstm_units: int, activation: str = "tanh", shared_torso: bool = False,
+                                   gaussian: bool = False, torso: str = "mlp",
+                                   name: str = "recurrent_actor_critic") -> keras.Model:
+    """[observation, state [B, S]] -> (policy params [B, P], value [B], next state [B, S]), float32.
+
+    The torsos and heads are those of tfrl.networks.actor_critic_network (same names and initialization); an
+    LSTMCell of lstm_units (float32 under every precision: the state crosses the export) sits after each torso.
+    """
+    obs, x = networks.observation_input(
+        observations, "float32", torso, lambda fan_in: {"kernel_initializer": keras.initializers.Orthogonal(gain=np.sqrt(2.0))})
+    state = keras.Input((state_size(lstm_units, shared_torso),), name=STATE_INPUT, dtype="float32")
+    prefixes = ("torso",) if shared_torso else ("policy_torso", "value_torso")
+    parts = keras.ops.split(state, 2 * len(prefixes), axis=-1)
+    outputs, next_state = [], []
+    for i, (prefix, cell_name) in enumerate(zip(prefixes, branches(shared_torso))):
+        latent = networks.dense_chain(x, hidden_sizes, activation, prefix)
+        cell = keras.layers.LSTMCell(lstm_units, name=cell_name, dtype="float32")
+        out, (h, c) = cell(latent, [parts[2 * i], parts[2 * i + 1]])
+        outputs.append(out)
+        next_state += [h, c]
+    policy_params, value = networks.actor_critic_heads(outputs[0], outputs[-1], num_policy_params, gaussian)
+    return keras.Model([obs, state], (policy_params, value, keras.ops.concatenate(next_state, axis=-1)), name=name)
+
+
+def is_recurrent(model: keras.Model) -> bool:
+    return any(isinstance(layer, keras.layers.LSTMCell) for layer in model.layers)
+
+
+class SequenceForward:
+    """The step network run along whole sequences, in the graph (the learners' training forward pass).
+
+    __call__(obs [R, ...], states [R, S], starts [R]) with R = C * L rows: C sequences of L consecutive steps of one
+    env each, row c * L + t being step t of sequence c -> (policy params [R, P], values [R]). Only the stored state
+    of each sequence's first row is read. The torsos and heads run on all R rows at once; only the LSTM steps
+    through time (tf.scan).
+    """
+
+    def __init__(self, model: keras.Model, sequence_length: int, shared_torso: bool):
+        self._length = sequence_length
+        cells = branches(shared_torso)
+        self._cells = [model.get_layer(name) for name in cells]
+        prefixes = ("torso",) if shared_torso else ("policy_torso", "value_torso")
+        self._encoder = keras.Model(model.inputs[0], [torso_output(model, prefix) for prefix in prefixes])
+        self._policy_head = model.get_layer("policy_head")
+        self._log_std = _layer_or_none(model, "log_std")
+        self._value_head = model.get_layer("value_head")
+
+    def __call__(self, obs, states, starts):
+        latents = self._encoder(networks.network_input(obs), training=True)
+        latents = latents if isinstance(latents, (list, tuple)) else [latents]
+        length = self._length
+        keep = tf.transpose(1.0 - tf.reshape(starts, [-1, length]))[..., None]  # [L, C, 1]
+        first = tf.reshape(states, [-1, length, states.shape[-1]])[:, 0]  # [C, S]
+        initial = tuple(tf.split(first, 2 * len(self._cells), axis=-1))  # (h, c) of each LSTM
+        sequences = [tf.transpose(tf.reshape(tf.cast(x, tf.float32), [-1, length, x.shape[-1]]), [1, 0, 2])
+                     for x in latents]  # each [L, C, F]
+
+        def step(carry, inputs):
+            *xs, keep_t = inputs
+            new = []
+            for i, (cell, x) in enumerate(zip(self._cells, xs)):
+                _, (h, c) = cell(x, [carry[2 * i] * keep_t, carry[2 * i + 1] * keep_t])
+                new += [h, c]
+            return tuple(new)
+
+        history = tf.scan(step, (*sequences, keep), initializer=initial)  # each [L, C, U]
+        hs = [tf.reshape(tf.transpose(history[2 * i], [1, 0, 2]), [-1, history[2 * i].shape[-1]])
+              for i in range(len(self._cells))]
+        params = self._policy_head(hs[0])
+        if self._log_std is not None:
+            params = self._log_std(params)
+        return params, tf.squeeze(self._value_head(hs[-1]), axis=-1)
+
+
+def torso_output(model: keras.Model, prefix: str):
+    """The output of a torso's last Dense layer (<prefix>_<i>): what its LSTM reads."""
+    return [layer for layer in model.layers if layer.name.rsplit("_", 1)[0] == prefix][-1].output
+
+
+def _layer_or_none(model: keras.Model, name: str):
+    try:
+        return model.get_layer(name)
+    except ValueError:
+        return None
+
+
+def sequence_rows(rollout_length: int, num_envs: int, sequence_length: int) -> np.ndarray:
+    """[K * N, L] int32: the rows (t * N + n, a Rollout's order) of each sequence, in time order; each env's
+    rollout_length steps are cut into K = rollout_length / L sequences."""
+    k = np.arange(rollout_length // sequence_length)
+    t = (k * sequence_length)[:, None, None] + np.arange(sequence_length)[None, None, :]  # [K, 1, L]
+    rows = t * num_envs + np.arange(num_envs)[None, :, None]  # [K, N, L]
+    return rows.reshape(-1, sequence_length).astype(np.int32)
+
+
+def sequence_minibatches(seed: int, update: int, n_epochs: int, rollout_length: int, num_envs: int,
+                         sequence_length: int, batch_size: int) -> np.ndarray:
+    """[n_epochs * T * N / batch_size, batch_size] int32 rows: each epoch a fresh permutation of the rollout's
+    sequences (sequence_rows), batch_size / L whole sequences per minibatch, each in time order. Keyed by (seed,
+    update) as tfrl.agents.ppo.learning.minibatch_indices."""
+    rng = np.random.default_rng([seed, update])
+    rows = sequence_rows(rollout_length, num_envs, sequence_length)
+    return np.concatenate([rows[rng.permutation(len(rows))] for _ in range(n_epochs)]).reshape(-1, batch_size)
+
+
+class NumpyLSTM:
+    """keras.layers.LSTMCell in NumPy: z = x W + h U + b; i, f, g, o = split(z, 4); c' = sigmoid(f) c +
+    sigmoid(i) tanh(g); h' = sigmoid(o) tanh(c')."""
+
+    @staticmethod
+    def step(kernel, recurrent_kernel, bias, x, h, c):
+        z = x @ kernel + h @ recurrent_kernel + bias
+        i, f, g, o = np.split(z, 4, axis=-1)
+        c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+        return _sigmoid(o) * np.tanh(c), c
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+class NumpyRecurrentActorCritic:
+    """A recurrent_actor_critic_network's step in NumPy: (obs [N, ...], state [N, S]) -> (policy params [N, P],
+    value [N], next state [N, S])."""
+
+    def __init__(self, model: keras.Model):
+        self._mirror = mirror = networks.NumpyMirror(model)
+        shared = mirror.has_lstm("lstm")
+        self._cells = branches(shared)
+        self._torsos = [mirror.names("torso")] if shared else [mirror.names("policy_torso"), mirror.names("value_torso")]
+        self._gaussian = mirror.has("log_std")
+
+    def update(self, values) -> None:
+        self._mirror.update(values)
+
+    def __call__(self, obs: np.ndarray, state: np.ndarray):
+        mirror = self._mirror
+        x = networks.numpy_input(obs)
+        parts = np.split(state, 2 * len(self._cells), axis=-1)
+        outputs, next_state = [], []
+        for i, (cell, torso) in enumerate(zip(self._cells, self._torsos)):
+            h, c = NumpyLSTM.step(*mirror.lstm(cell), mirror.chain(torso, x), parts[2 * i], parts[2 * i + 1])
+            outputs.append(h)
+            next_state += [h, c]
+        policy = mirror.dense("policy_head", outputs[0])
+        if self._gaussian:
+            policy = np.concatenate([policy, np.broadcast_to(mirror.weight("log_std"), policy.shape)], axis=-1)
+        value = mirror.dense("value_head", outputs[-1])[:, 0]
+        return policy, value, np.concatenate(next_state, axis=-1).astype(np.float32)
+
+
+class GraphStep:
+    """The step network's forward pass as one TF call per batch: the acting stand-in for a recurrent network with
+    convolutions (as tfrl.networks.GraphForward). It reads the learner's variables: `update` has nothing to copy."""
+
+    def __init__(self, model: keras.Model):
+        obs_input = model.input[0]
+        spec = [tf.nest.map_structure(lambda x: tf.TensorSpec([None, *x.shape[1:]], x.dtype), obs_input),
+                tf.TensorSpec([None, model.input[1].shape[-1]], tf.float32)]
+        self._structured = isinstance(obs_input, dict)
+        self._forward = tf.function(lambda obs, state: model([obs, state]),
+                                    input_signature=spec).get_concrete_function()
+        self._keys = list(obs_input) if self._structured else None
+
+    def update(self, values) -> None:
+        del values
+
+    def __call__(self, obs: np.ndarray, state: np.ndarray):
+        obs = {key: tf.constant(obs[key]) for key in self._keys} if self._structured else tf.constant(obs)
+        return tuple(out.numpy() for out in self._forward(obs, tf.constant(state, tf.float32)))
+
+
+def acting_network(model: keras.Model):
+    """NumpyRecurrentActorCritic(model) when it has no convolutions, else GraphStep(model)."""
+    return NumpyRecurrentActorCritic(model) if networks.acts_in_numpy(model) else GraphStep(model)
