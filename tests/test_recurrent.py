@@ -306,3 +306,73 @@ def test_the_partially_observable_envs_pick_their_memory_presets(env_id, preset)
     assert found.name == preset and found.hparams["lstm_units"] == 64
     config = config_lib.apply_overrides(PPOConfig(), found.hparams, preset)  # valid as written
     assert config.recurrent and config.rollout_length % config.sequence_steps == 0
+
+
+# --- placement: XLA, and a mirrored strategy over two logical CPUs -----------------------------------------------
+
+def test_the_sequence_update_with_xla_matches_without():
+    case = _sequence_case()
+    rollout = Rollout(case["obs"], case["actions"], case["advantages"], case["returns"], case["log_probs"], 0,
+                      case["states"], case["starts"])
+    config = PPOConfig(num_envs=N, rollout_length=T, batch_size=T * N, n_epochs=3, hidden_sizes=(3,), lstm_units=1)
+    plain = PPOLearner(config, TWO_ACTIONS, _runtime(), seed=0)
+    compiled = PPOLearner(config, TWO_ACTIONS, Runtime(options=RuntimeOptions(xla=True), device_name="/device:CPU:0"),
+                          seed=0)
+    compiled.network.set_weights(plain.network.get_weights())
+    expected, got = plain.update(rollout), compiled.update(rollout)
+    assert got.metrics["loss"] == pytest.approx(expected.metrics["loss"], rel=1e-4, abs=1e-6)
+    for a, b in zip(got.weights, expected.weights):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+_MIRRORED_SCRIPT = """
+import dataclasses, json, sys
+import numpy as np
+sys.path.insert(0, "tests")
+from test_recurrent import TWO_ACTIONS, N, T, _sequence_case
+from tfrl import runtime as runtime_lib
+from tfrl.runtime import Runtime
+from tfrl.agents.a2c.config import A2CConfig
+from tfrl.agents.a2c.learning import A2CLearner
+from tfrl.agents.actor_critic.rollout import Rollout
+from tfrl.agents.ppo.config import PPOConfig
+from tfrl.agents.ppo.learning import PPOLearner
+
+mirrored = runtime_lib.apply(runtime_lib.RuntimeOptions(logical_cpus=2, strategy="mirrored",
+                                                        cross_device_ops="reduce_to_one"))
+single = Runtime(options=dataclasses.replace(mirrored.options, strategy="default", cross_device_ops="auto"),
+                 device_name="/device:CPU:0")
+case = _sequence_case()
+rollout = Rollout(case["obs"], case["actions"], case["advantages"], case["returns"], case["log_probs"], 0,
+                  case["states"], case["starts"])
+out = {}
+for name, make in (("ppo", lambda rt: PPOLearner(PPOConfig(num_envs=N, rollout_length=T, batch_size=T * N, n_epochs=2,
+                                                           hidden_sizes=(3,), lstm_units=1), TWO_ACTIONS, rt, seed=0)),
+                   ("a2c", lambda rt: A2CLearner(A2CConfig(num_envs=N, rollout_length=T, hidden_sizes=(3,),
+                                                           lstm_units=1), TWO_ACTIONS, rt))):
+    reference = make(single)
+    replicated = make(mirrored)
+    replicated.network.set_weights(reference.network.get_weights())
+    a, b = reference.update(rollout), replicated.update(rollout)
+    out[name] = {"copies": len(getattr(replicated.network.trainable_variables[0].value, "values", [None])),
+                 "loss": [a.metrics["loss"], b.metrics["loss"]],
+                 "difference": max(float(np.abs(x - y).max()) for x, y in zip(a.weights, b.weights))}
+print(json.dumps(out))
+"""
+
+
+def test_a_mirrored_strategy_splits_whole_sequences_and_makes_the_single_device_update():
+    import json
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    result = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT], capture_output=True, text=True, cwd=root,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    for name in ("ppo", "a2c"):  # 2 sequences per minibatch: one per replica
+        assert out[name]["copies"] == 2
+        assert out[name]["loss"][1] == pytest.approx(out[name]["loss"][0], rel=1e-5)
+        assert out[name]["difference"] < 1e-5

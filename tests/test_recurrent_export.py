@@ -28,7 +28,8 @@ STATE_SIZE = 2 * 2 * 8  # (h, c) of the policy's LSTM and of the value's
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("recurrent")
-    ppo = tfrl.train("ppo", ENV, hp={**HP, "batch_size": 32, "n_epochs": 2, "normalize_observations": True},
+    ppo = tfrl.train("ppo", ENV, hp={**HP, "batch_size": 32, "n_epochs": 2, "normalize_observations": True,
+                                     "keep_best_policy": True, "eval_interval": 512, "eval_episodes": 2},
                      run_dir=root / "ppo", preset="none", export=False, verbose=0)
     a2c = tfrl.train("a2c", ENV, hp=HP, run_dir=root / "a2c", preset="none", export=False, verbose=0)
     exported = ppo.export(root / "saved_models", model_name="novel")
@@ -110,12 +111,21 @@ def test_tfrl_serve_serves_the_state_and_refuses_a_state_of_the_wrong_size(train
             body["error"]
 
 
-def test_evaluate_runs_the_recurrent_policies_of_runs_and_exports(trained):
-    for args in ([f"--run_dir={trained['a2c'].run_dir}"], [f"--saved_model={trained['export']}"]):
+def test_the_best_policy_is_kept_and_exported_with_its_memory(trained):
+    loaded = runs.load_policy(trained["ppo"].run_dir)
+    assert loaded.best and loaded.policy.state_size == STATE_SIZE
+    metadata = json.loads((trained["export"] / "assets.extra" / "tfrl_metadata.json").read_text())
+    assert metadata["checkpoint"] is None and metadata["best_policy"]["eval_return_mean"] is not None
+
+
+def test_evaluate_runs_the_recurrent_policies_of_runs_and_exports_and_records_a_video(trained, tmp_path):
+    video = tmp_path / "novel.gif"
+    for args in ([f"--run_dir={trained['a2c'].run_dir}", f"--video={video}"], [f"--saved_model={trained['export']}"]):
         result = subprocess.run([sys.executable, "-m", "tfrl", "evaluate", *args, "--episodes=3"],
                                 capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
         assert result.returncode == 0, result.stderr
         assert "3 episodes of tfrl/CartPoleNoVel-v1" in result.stdout + result.stderr
+    assert video.stat().st_size > 1000
 
 
 def test_a_recurrent_run_continues_with_a_longer_budget(trained):
