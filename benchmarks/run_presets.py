@@ -11,6 +11,8 @@ and the env step it comes from: that is the policy train.py exports. Each evalua
 For envs that put their episode's optimal return in reset's info (tfrl's example envs: tfrl/example_envs.py),
 also --optimal_episodes greedy episodes of the exported policy, played here one env at a time on seeds 30000,
 30001, ..., beside the optimal return of those same episodes.
+--export_episodes=N also plays N episodes with the exported SavedModel (tfrl.load_policy, which carries a recurrent
+policy's state through the SavedModel's signature) on the final evaluation's env seeds.
 Results are appended as JSON lines to --out, and the table goes to stdout for docs/benchmarks.md.
 """
 
@@ -37,6 +39,8 @@ flags.DEFINE_string("runs_dir", None, "Keep the runs here (<runs_dir>/seed<N>), 
                     "temporary directory, deleted.")
 flags.DEFINE_integer("optimal_episodes", 100, "Episodes of the exported policy against the optimal return, for "
                      "envs whose reset info holds 'optimal_return' (0: none).")
+flags.DEFINE_integer("export_episodes", 0, "Episodes of the exported SavedModel, on the final evaluation's seeds "
+                     "(0: none).")
 FLAGS = flags.FLAGS
 
 
@@ -94,6 +98,19 @@ def against_optimal(saved_model: str, env_id: str, env_kwargs: dict, episodes: i
             "optimal_return": round(float(np.mean(optimal)), 4)}
 
 
+def export_return(saved_model: str, env_id: str, env_kwargs: dict, seed: int, episodes: int) -> dict:
+    """The exported SavedModel's mean return over `episodes` on the final evaluation's env seeds; {} for 0."""
+    if not episodes:
+        return {}
+    import tfrl
+    from tfrl import envs, evaluation
+
+    returns = evaluation.evaluate(tfrl.load_policy(saved_model), envs.as_spec(env_id, env_kwargs), episodes,
+                                  seed=seed + evaluation.FINAL_SEED_OFFSET)
+    return {"export_episodes": episodes, "export_return_mean": round(float(returns.mean()), 2),
+            "export_return_std": round(float(returns.std()), 2)}
+
+
 def env_kwargs_of(run_dir: pathlib.Path) -> dict:
     return json.loads((run_dir / "config.json").read_text()).get("env_kwargs") or {}
 
@@ -110,6 +127,7 @@ def main(argv):
             row = run_seed(seed, run_dir)
             saved_model = json.loads((run_dir / "result.json").read_text())["saved_model"]
             row.update(against_optimal(saved_model, FLAGS.env, env_kwargs_of(run_dir), FLAGS.optimal_episodes))
+            row.update(export_return(saved_model, FLAGS.env, env_kwargs_of(run_dir), seed, FLAGS.export_episodes))
             rows.append(row)
             print(json.dumps(row), flush=True)
             if FLAGS.out:

@@ -376,3 +376,32 @@ def test_a_mirrored_strategy_splits_whole_sequences_and_makes_the_single_device_
         assert out[name]["copies"] == 2
         assert out[name]["loss"][1] == pytest.approx(out[name]["loss"][0], rel=1e-5)
         assert out[name]["difference"] < 1e-5
+
+
+def test_a_nan_advantage_stops_the_sequence_update_naming_the_loss():
+    from tfrl import numerics
+
+    case = _sequence_case()
+    case["advantages"][5] = np.nan
+    config = PPOConfig(num_envs=N, rollout_length=T, batch_size=T * N, n_epochs=1, hidden_sizes=(3,), lstm_units=1)
+    learner = PPOLearner(config, TWO_ACTIONS, _runtime(), seed=0)
+    with pytest.raises(numerics.NonFiniteError, match="loss"):
+        learner.update(Rollout(case["obs"], case["actions"], case["advantages"], case["returns"], case["log_probs"],
+                               0, case["states"], case["starts"]))
+
+
+@pytest.mark.parametrize("hp, message", [
+    ("lstm_units=1000000", "this run needs about .* of memory .*hidden_sizes \\(lstm_units\\)"),
+    ("lstm_units=-2", "lstm_units must be >= 0")])
+def test_absurd_or_negative_lstm_units_exit_2_with_one_line_and_write_nothing(tmp_path, hp, message):
+    import pathlib
+    import re
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "tfrl", "train", "--agent=ppo", "--env=tfrl/CartPoleNoVel-v1",
+                             f"--hp={hp}", f"--run_dir={tmp_path / 'run'}"], capture_output=True, text=True,
+                            cwd=pathlib.Path(__file__).resolve().parents[1], timeout=300)
+    assert result.returncode == 2
+    assert re.search(message, result.stderr.strip().splitlines()[-1])
+    assert not (tmp_path / "run").exists()

@@ -59,7 +59,8 @@ class Agent(Protocol):
         and the actor's weights are final; the loop calls it before it evaluates, checkpoints or ends."""
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
-        """The evaluated policy: observations [N, ...] -> actions [N], no exploration."""
+        """The evaluated policy: observations [N, ...] -> actions [N], no exploration. An agent with memory makes
+        `greedy` a property giving a fresh tfrl.policy_memory.StatefulPolicy each time (evaluation resets it)."""
 
     def serving_policy(self):
         """tfrl.export.ServingPolicy over the live network: what the best policy saves and exports."""
