@@ -213,6 +213,8 @@ def build_model(spec: dict, sb3):
     if agent in ("a2c", "ppo"):
         env, normalize = vec_normalize(env, hp)
     if agent == "ppo" and hp.get("lstm_units"):
+        if masked:
+            raise UsageError("the SB3 comparison has no recurrent MaskablePPO; compare memory on an env without masks")
         sb3_contrib = cli.require_extra("sb3_contrib", "bench", "the Stable-Baselines3 runner")
         model = sb3_contrib.RecurrentPPO("MlpLstmPolicy", env, seed=seed, device="cpu", **recurrent_ppo_kwargs(hp))
         return env, model, RecurrentGreedy(model, normalize)

@@ -182,13 +182,15 @@ def test_a2c_trains_on_each_envs_whole_rollout_as_one_sequence():
 
 # --- the actor and its rollout --------------------------------------------------------------------------------
 
-def test_training_replays_the_actors_values_from_the_stored_states():
+@pytest.mark.parametrize("env_id", ["tfrl/CartPoleNoVel-v1", "tfrl/GoalGrid-v0"])
+def test_training_replays_the_actors_values_from_the_stored_states(env_id):
     """The rollout's stored states and starts let the sequence forward pass recompute exactly the V(s_t) the NumPy
-    actor had, across episode ends (CartPoleNoVel's random policy ends episodes every ~20 steps)."""
+    actor had, across episode ends (CartPoleNoVel's random policy ends episodes every ~20 steps, GoalGrid's within
+    20), with one observation or a Dict of three."""
     config = PPOConfig(num_envs=3, rollout_length=64, batch_size=64, n_epochs=1, hidden_sizes=(8,), lstm_units=5)
-    vector_env = envs.make_vector_env("tfrl/CartPoleNoVel-v1", 3, seed=0)
+    vector_env = envs.make_vector_env(env_id, 3, seed=0)
     try:
-        info = envs.env_info(vector_env, "tfrl/CartPoleNoVel-v1")
+        info = envs.env_info(vector_env, env_id)
         learner = PPOLearner(config, info, _runtime(), seed=0)
         _randomize(learner.network, seed=5, scale=0.5)
         agent = ActorCriticAgent(learner, config, info, seed=0)
@@ -198,8 +200,10 @@ def test_training_replays_the_actors_values_from_the_stored_states():
         assert storage.starts[0].tolist() == [1.0, 1.0, 1.0] and 1 <= storage.starts[1:].sum() < 64 * 3
         rows = recurrent.sequence_rows(64, 3, 64).reshape(-1)
         flat = lambda a: a.reshape(64 * 3, *a.shape[2:])[rows]
+        obs = flat(storage.obs)
+        obs = ({key: tf.constant(obs[key]) for key in obs.dtype.names} if obs.dtype.names else tf.constant(obs))
         _, values = recurrent.SequenceForward(learner.network, 64, False)(
-            tf.constant(flat(storage.obs)), tf.constant(flat(storage.states)), tf.constant(flat(storage.starts)))
+            obs, tf.constant(flat(storage.states)), tf.constant(flat(storage.starts)))
         np.testing.assert_allclose(values.numpy(), flat(storage.values), rtol=1e-4, atol=1e-5)
     finally:
         vector_env.close()
@@ -235,6 +239,7 @@ def test_lstm_units_is_refused_by_the_off_policy_agents_with_the_reason(agent):
 
 @pytest.mark.parametrize("overrides, message", [
     ({"lstm_units": -1}, "lstm_units must be >= 0"),
+    ({"sequence_length": 16}, "sequence_length applies to a policy with memory only"),
     ({"lstm_units": 8, "rollout_length": 32, "batch_size": 64, "sequence_length": 24},
      "rollout_length = 32 must be a multiple of sequence_length = 24"),
     ({"lstm_units": 8, "num_envs": 3, "rollout_length": 32, "batch_size": 48, "sequence_length": 32},

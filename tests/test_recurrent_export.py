@@ -83,8 +83,12 @@ def test_load_policy_keeps_one_state_per_row_or_takes_it_explicitly(trained):
         np.testing.assert_array_equal(np.stack([policy(obs) for obs in observations]), np.stack(explicit))
         with pytest.raises(UsageError, match="memory of 3 episodes and was given a batch of 1"):
             policy(observations[0][0])
-        with pytest.raises(UsageError, match=f"takes a state of shape \\[N, {STATE_SIZE}\\]"):
+        with pytest.raises(UsageError, match=f"takes a state of shape \\[3, {STATE_SIZE}\\] for 3 observations"):
             policy.step(observations[0], np.zeros((3, 5), np.float32))
+        with pytest.raises(UsageError, match="for 3 observations, got \\[" + str(STATE_SIZE) + "\\]"):
+            policy.step(observations[0], np.zeros(STATE_SIZE, np.float32))  # one state for three episodes
+        action, state = policy.step(observations[0][0], np.zeros(STATE_SIZE, np.float32))  # one observation
+        assert np.ndim(action) == 0 and state.shape == (STATE_SIZE,)
 
 
 def test_tfrl_serve_serves_the_state_and_refuses_a_state_of_the_wrong_size(trained):

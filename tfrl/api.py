@@ -215,9 +215,11 @@ class Policy:
             raise UsageError(f"{self.source} has no memory: call policy(obs)")
         batch, single = self._as_batch(obs)
         state = np.asarray(state, np.float32)
-        if state.shape != (len(next(iter(batch.values()))) if isinstance(batch, dict) else len(batch),
-                           self.state_size) and state.shape != (self.state_size,):
-            raise UsageError(f"{self.source} takes a state of shape [N, {self.state_size}], got {state.shape}")
+        rows = len(next(iter(batch.values()))) if isinstance(batch, dict) else len(batch)
+        if state.shape != ((self.state_size,) if single else (rows, self.state_size)):
+            expected = f"[{self.state_size}]" if single else f"[{rows}, {self.state_size}]"
+            raise UsageError(f"{self.source} takes a state of shape {expected} for "
+                             f"{'one observation' if single else f'{rows} observations'}, got {list(state.shape)}")
         result = self._outputs(batch, state.reshape(-1, self.state_size))
         actions, next_state = np.asarray(result["action"]), np.asarray(result["state"])
         return (actions[0], next_state[0]) if single else (actions, next_state)

@@ -84,6 +84,9 @@ class RecurrentActor(ActorCriticActor):
         """(the state the last act() stepped from [N, S], 1.0 where an episode started there [N])."""
         return self._memory
 
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        raise TypeError("a policy with memory acts from a state: greedy_step(obs, state)")
+
     def greedy_step(self, obs: np.ndarray, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the most likely actions as the env takes them, the next state): the evaluated policy's step."""
         policy_params, _, state = self._mirror(obs, state)

@@ -65,10 +65,6 @@ def recurrent_actor_critic_network(observations: ObsSpec, num_policy_params: int
     return keras.Model([obs, state], (policy_params, value, keras.ops.concatenate(next_state, axis=-1)), name=name)
 
 
-def is_recurrent(model: keras.Model) -> bool:
-    return any(isinstance(layer, keras.layers.LSTMCell) for layer in model.layers)
-
-
 class SequenceForward:
     """The step network run along whole sequences, in the graph (the learners' training forward pass).
 
@@ -83,7 +79,8 @@ class SequenceForward:
         cells = branches(shared_torso)
         self._cells = [model.get_layer(name) for name in cells]
         prefixes = ("torso",) if shared_torso else ("policy_torso", "value_torso")
-        self._encoder = keras.Model(model.inputs[0], [torso_output(model, prefix) for prefix in prefixes])
+        # model.input is [observation(s), state]; model.inputs would flatten a Dict observation's fields.
+        self._encoder = keras.Model(model.input[0], [torso_output(model, prefix) for prefix in prefixes])
         self._policy_head = model.get_layer("policy_head")
         self._log_std = _layer_or_none(model, "log_std")
         self._value_head = model.get_layer("value_head")

@@ -53,6 +53,8 @@ class PPOConfig(ActorCriticConfig):
         require(self.batch_size > 1 or not self.normalize_advantage,
                 "batch_size must be > 1 with normalize_advantage: one row always standardizes to 0")
         require(self.sequence_length >= 0, f"sequence_length must be >= 0, got {self.sequence_length}")
+        require(self.recurrent or not self.sequence_length,
+                "sequence_length applies to a policy with memory only: set lstm_units too")
         if self.recurrent:
             length = self.sequence_steps
             require(self.rollout_length % length == 0,
