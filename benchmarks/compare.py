@@ -60,6 +60,8 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # tfrl from this checkout when run as a script
 
 from tfrl import cli, config as config_lib, presets  # noqa: E402  (after the path fix)
+
+import stats  # noqa: E402  (benchmarks/stats.py, beside this file)
 from tfrl.errors import UsageError  # noqa: E402
 
 CONFIG_DIR = REPO_ROOT / "tfrl" / "presets"
@@ -416,6 +418,9 @@ def summary_table(records: Sequence[dict], names: tuple[str, str]) -> str:
     episodes = by_seed[a_name][seeds[0]]["eval_episodes"]
     rows.append(f"| greedy return, mean of {episodes} episodes | {_median_spread(a, 1)} | {_median_spread(b, 1)} "
                 f"| {a_name} - {b_name}: {_median_spread([x - y for x, y in zip(a, b)], 1)} |")
+    rows.append(f"| greedy return: IQM [95 % stratified bootstrap CI] over seeds (benchmarks/stats.py) "
+                f"| {stats.iqm_with_ci(a)} | {stats.iqm_with_ci(b)} "
+                f"| {a_name} - {b_name}: {stats.iqm_with_ci([x - y for x, y in zip(a, b)])} |")
     return "\n".join(rows)
 
 

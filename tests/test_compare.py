@@ -133,8 +133,12 @@ def test_summary_table_medians_spreads_and_per_seed_ratios_by_hand():
     # Returns: differences per seed 100-150 = -50, 200-100 = 100, -50-(-100) = 50 -> median 50.
     assert rows[7] == ("| greedy return, mean of 100 episodes | 100.0 [-50.0, 200.0] | 100.0 [-100.0, 150.0] "
                        "| tfrl - SB3: 50.0 [-50.0, 100.0] |")
+    # IQM of 3 seeds cuts none: the mean, tfrl (100 + 200 - 50) / 3 = 83.3, SB3 50.0, differences 33.3.
+    assert rows[8].startswith("| greedy return: IQM [95 % stratified bootstrap CI] over seeds (benchmarks/stats.py) "
+                              "| 83.3 [") and "| 50.0 [" in rows[8] and "tfrl - SB3: 33.3 [" in rows[8]
     single = compare.summary_table(records[:1] + records[4:5], ("tfrl", "SB3")).splitlines()
     assert single[2] == "| process wall time (s) | 10.0 | 20.0 | 0.50 |"  # one seed: no spread
+    assert single[8].endswith("| 100.0 | 150.0 | tfrl - SB3: -50.0 |")
 
 
 def test_write_section_replaces_between_the_markers_or_appends(tmp_path):

@@ -1,0 +1,41 @@
+"""Tests for benchmarks/stats.py: the IQM and the stratified bootstrap, by hand."""
+
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+import stats  # noqa: E402
+
+
+def test_iqm_cuts_a_quarter_of_the_runs_at_each_end():
+    assert stats.iqm([1, 2, 3, 4, 100]) == 3.0  # 5 runs: 1 cut each end, mean(2, 3, 4)
+    assert stats.iqm([8, 1, 7, 2, 6, 3, 5, 4]) == 4.5  # 8 runs: 2 cut each end, mean(3, 4, 5, 6)
+    assert stats.iqm([10, 20, 90]) == 40.0  # 3 runs: int(3 / 4) = 0 cut, the mean
+    assert stats.iqm([[1, 100], [2, 3], [4, 5], [6, 7]]) == 4.5  # pooled over tasks: 1..7 and 100, mean(3, 4, 5, 6)
+    with pytest.raises(ValueError, match="finite"):
+        stats.iqm([1.0, float("nan")])
+
+
+def test_the_bootstrap_of_equal_runs_is_a_point_and_is_repeatable():
+    assert stats.bootstrap_ci([5.0, 5.0, 5.0, 5.0]) == (5.0, 5.0)
+    scores = np.arange(10.0)
+    assert stats.bootstrap_ci(scores, seed=3) == stats.bootstrap_ci(scores, seed=3)
+    low, high = stats.bootstrap_ci(scores, statistic=np.mean, repetitions=4000)
+    # The mean of 10 draws from 0..9 (std 2.87): its bootstrap 95 % interval is about 4.5 -+ 1.96 * 2.87 / sqrt(10).
+    assert low == pytest.approx(4.5 - 1.78, abs=0.25) and high == pytest.approx(4.5 + 1.78, abs=0.25)
+
+
+def test_the_bootstrap_resamples_within_each_task():
+    # Task 0's runs are all 0, task 1's all 10: every stratified resample keeps 3 of each, so the mean is 5 always
+    # (resampling the 6 runs pooled would move it).
+    scores = np.array([[0.0, 10.0]] * 3)
+    assert stats.bootstrap_ci(scores, statistic=np.mean) == (5.0, 5.0)
+
+
+def test_iqm_with_ci_text_and_the_performance_profile():
+    assert stats.iqm_with_ci([7.25]) == "7.2"
+    assert stats.iqm_with_ci([1, 2, 3, 4, 100]).startswith("3.0 [")
+    assert stats.performance_profile([0.1, 0.5, 0.9, 1.0], [0.0, 0.5, 0.95]) == [1.0, 0.5, 0.25]
