@@ -75,13 +75,12 @@ def run_seed(seed: int, run_dir: pathlib.Path) -> dict:
 def against_optimal(saved_model: str, env_id: str, env_kwargs: dict, episodes: int) -> dict:
     """The exported greedy policy's mean return and the optimal one over the same episodes, when the env
     reports its episodes' optimal return at reset; {} otherwise."""
-    import gymnasium as gym
     import numpy as np
 
     import tfrl
     from tfrl import envs
 
-    env = envs.adapted(gym.make(env_id, **env_kwargs), env_id)  # observations as the export takes them
+    env = envs.as_spec(env_id, env_kwargs).make()  # observations as the export takes them; tfrl's id aliases
     if "optimal_return" not in env.reset(seed=0)[1] or not episodes:
         return {}
     policy, returns, optimal = tfrl.load_policy(saved_model), [], []

@@ -70,8 +70,8 @@ class SequenceForward:
 
     __call__(obs [R, ...], states [R, S], starts [R]) with R = C * L rows: C sequences of L consecutive steps of one
     env each, row c * L + t being step t of sequence c -> (policy params [R, P], values [R]). Only the stored state
-    of each sequence's first row is read. The torsos and heads run on all R rows at once; only the LSTM steps
-    through time (tf.scan).
+    of each sequence's first row is read. The torsos, the LSTMs' input projections and the heads run on all R rows
+    at once; only the recurrent half of the LSTM steps through time (tf.scan).
     """
 
     def __init__(self, model: keras.Model, sequence_length: int, shared_torso: bool):
@@ -92,24 +92,33 @@ class SequenceForward:
         keep = tf.transpose(1.0 - tf.reshape(starts, [-1, length]))[..., None]  # [L, C, 1]
         first = tf.reshape(states, [-1, length, states.shape[-1]])[:, 0]  # [C, S]
         initial = tuple(tf.split(first, 2 * len(self._cells), axis=-1))  # (h, c) of each LSTM
-        sequences = [tf.transpose(tf.reshape(tf.cast(x, tf.float32), [-1, length, x.shape[-1]]), [1, 0, 2])
-                     for x in latents]  # each [L, C, F]
+        # The input half of every gate, x W + b, for all steps in one matmul; only h U steps through time.
+        projected = [tf.transpose(tf.reshape(tf.matmul(tf.cast(x, tf.float32), cell.kernel) + cell.bias,
+                                             [-1, length, 4 * cell.units]), [1, 0, 2])
+                     for cell, x in zip(self._cells, latents)]  # each [L, C, 4U]
 
         def step(carry, inputs):
-            *xs, keep_t = inputs
+            *gates, keep_t = inputs
             new = []
-            for i, (cell, x) in enumerate(zip(self._cells, xs)):
-                _, (h, c) = cell(x, [carry[2 * i] * keep_t, carry[2 * i + 1] * keep_t])
-                new += [h, c]
+            for i, (cell, gate) in enumerate(zip(self._cells, gates)):
+                new += lstm_step(gate, carry[2 * i] * keep_t, carry[2 * i + 1] * keep_t, cell.recurrent_kernel)
             return tuple(new)
 
-        history = tf.scan(step, (*sequences, keep), initializer=initial)  # each [L, C, U]
+        history = tf.scan(step, (*projected, keep), initializer=initial)  # each [L, C, U]
         hs = [tf.reshape(tf.transpose(history[2 * i], [1, 0, 2]), [-1, history[2 * i].shape[-1]])
               for i in range(len(self._cells))]
         params = self._policy_head(hs[0])
         if self._log_std is not None:
             params = self._log_std(params)
         return params, tf.squeeze(self._value_head(hs[-1]), axis=-1)
+
+
+def lstm_step(gates, h, c, recurrent_kernel) -> list:
+    """[h', c'] of keras.layers.LSTMCell, given its input half x W + b of the gates [C, 4U]: z = gates + h U;
+    i, f, g, o = split(z, 4); c' = sigmoid(f) c + sigmoid(i) tanh(g); h' = sigmoid(o) tanh(c')."""
+    i, f, g, o = tf.split(gates + tf.matmul(h, recurrent_kernel), 4, axis=-1)
+    c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+    return [tf.sigmoid(o) * tf.tanh(c), c]
 
 
 def torso_output(model: keras.Model, prefix: str):
