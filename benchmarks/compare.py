@@ -92,9 +92,9 @@ SUITES = {
     "ppo-maskedpick": Suite("ppo", "tfrl/MaskedPick-v0", "ppo-maskedpick", floor=False,
                             sb3_modules=("stable_baselines3", "sb3_contrib", "torch")),
     # Memory: sb3-contrib's RecurrentPPO on the SB3 side.
-    "ppo-lstm-cartpolenovel": Suite("ppo", "tfrl/CartPoleNoVel-v1", "ppo-lstm-cartpolenovel", floor=False,
+    "ppo-lstm-cartpolenovel": Suite("ppo", "tfrl/CartPoleNoVel-v1", "ppo-lstm-cartpolenovel-sb3zoo", floor=False,
                                     sb3_modules=("stable_baselines3", "sb3_contrib", "torch")),
-    "ppo-lstm-pendulumnovel": Suite("ppo", "tfrl/PendulumNoVel-v1", "ppo-lstm-pendulumnovel", floor=False,
+    "ppo-lstm-pendulumnovel": Suite("ppo", "tfrl/PendulumNoVel-v1", "ppo-lstm-pendulumnovel-sb3zoo", floor=False,
                                     sb3_modules=("stable_baselines3", "sb3_contrib", "torch")),
 }
 
