@@ -61,7 +61,8 @@ sys.path.insert(0, str(REPO_ROOT))  # tfrl from this checkout when run as a scri
 
 from tfrl import cli, config as config_lib, presets  # noqa: E402  (after the path fix)
 
-import stats  # noqa: E402  (benchmarks/stats.py, beside this file)
+sys.path.insert(0, str(REPO_ROOT / "benchmarks"))  # benchmarks/stats.py, also when run through runpy
+import stats  # noqa: E402
 from tfrl.errors import UsageError  # noqa: E402
 
 CONFIG_DIR = REPO_ROOT / "tfrl" / "presets"

@@ -95,9 +95,12 @@ class ActorCriticAgent:
         """The evaluated policy (frozen statistics: its observations are not counted); with memory, a
         tfrl.policy_memory.StatefulPolicy."""
         if not self._state_size:
-            return lambda obs: self.actor.greedy(self._obs_normalizer(obs))
+            return self._greedy_without_memory
         return StatefulPolicy(lambda obs, state: self.actor.greedy_step(self._obs_normalizer(obs), state),
                               self._state_size)
+
+    def _greedy_without_memory(self, obs: np.ndarray) -> np.ndarray:
+        return self.actor.greedy(self._obs_normalizer(obs))
 
     def serving_policy(self):
         return ac_policy.serving_policy(self.config, self._env_info, self.learner.network,
