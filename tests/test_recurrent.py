@@ -5,7 +5,6 @@ the bad inputs, and the stateful policy objects.
 Learners are built on CPU:0 without tfrl.runtime.apply(), so they leave the process's TF configuration alone.
 """
 
-import dataclasses
 
 import gymnasium as gym
 import numpy as np
