@@ -220,6 +220,8 @@ class Policy:
             expected = f"[{self.state_size}]" if single else f"[{rows}, {self.state_size}]"
             raise UsageError(f"{self.source} takes a state of shape {expected} for "
                              f"{'one observation' if single else f'{rows} observations'}, got {list(state.shape)}")
+        if not np.all(np.isfinite(state)):
+            raise UsageError(f"{self.source}: the state holds NaN or Inf (start an episode with zeros)")
         result = self._outputs(batch, state.reshape(-1, self.state_size))
         actions, next_state = np.asarray(result["action"]), np.asarray(result["state"])
         return (actions[0], next_state[0]) if single else (actions, next_state)
