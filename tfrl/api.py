@@ -215,7 +215,7 @@ class Policy:
             raise UsageError(f"{self.source} has no memory: call policy(obs)")
         batch, single = self._as_batch(obs)
         state = np.asarray(state, np.float32)
-        rows = len(next(iter(batch.values()))) if isinstance(batch, dict) else len(batch)
+        rows = policy_inputs.batch_rows(batch)
         if state.shape != ((self.state_size,) if single else (rows, self.state_size)):
             expected = f"[{self.state_size}]" if single else f"[{rows}, {self.state_size}]"
             raise UsageError(f"{self.source} takes a state of shape {expected} for "
@@ -249,7 +249,7 @@ class Policy:
     def _call(self, batch) -> Mapping[str, Any]:
         if not self.state_size:
             return self._outputs(batch)
-        rows = len(next(iter(batch.values()))) if isinstance(batch, dict) else len(batch)
+        rows = policy_inputs.batch_rows(batch)
         result = self._outputs(batch, self._memory.take(rows))
         self._memory.keep(np.asarray(result["state"]))
         return result

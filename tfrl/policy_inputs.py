@@ -61,6 +61,11 @@ def as_batch(fields: Sequence[Any], structured: bool, obs, source: str) -> tuple
     return {key: array for key, (array, _) in arrays.items()}, singles.pop()
 
 
+def batch_rows(batch) -> int:
+    """Rows of a batch: one array's length, or a dict's (of equal-length arrays) first array's."""
+    return len(next(iter(batch.values()))) if isinstance(batch, dict) else len(batch)
+
+
 def field_batch(field, value, what: str, source: str) -> tuple[np.ndarray, bool]:
     """One field's value as a batch [N, *shape] in its dtype, and whether it was one observation."""
     array = np.asarray(value)

@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 
 from tfrl.errors import UsageError
+from tfrl.policy_inputs import batch_rows
 
 
 class PolicyMemory:
@@ -59,7 +60,7 @@ class StatefulPolicy:
         return self.memory.state_size
 
     def __call__(self, obs) -> np.ndarray:
-        rows = len(obs[next(iter(obs))]) if isinstance(obs, dict) else len(obs)
+        rows = batch_rows(obs)
         actions, state = self._step(obs, self.memory.take(rows))
         self.memory.keep(state)
         return actions

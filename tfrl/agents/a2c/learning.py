@@ -73,7 +73,7 @@ class A2CLearner:
             self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
         self.obs_normalizer = normalization.make(config, env.observations)  # the agent updates it while collecting
         self.rows = ac_learning.rollout_rows(env.observations, self.head, with_log_probs=False,
-                                             state_size=ac_learning.state_size(config))
+                                             state_size=recurrent.state_size_of(config))
         self._forward = ac_learning.training_forward(self.network, config)
         # With memory the rows go in as whole env sequences (row n * T + t is step t of env n), not t * N + n.
         self._order = (recurrent.sequence_rows(config.rollout_length, config.num_envs, config.rollout_length).reshape(-1)

@@ -39,7 +39,7 @@ class ActorCriticAgent:
         self.learner = learner
         self.config = config
         self._env_info = env
-        self._state_size = recurrent.state_size(config.lstm_units, config.shared_torso) if config.recurrent else 0
+        self._state_size = recurrent.state_size_of(config)
         if self._state_size:
             self._mirror = recurrent.acting_network(learner.network)
             self.actor = RecurrentActor(self._mirror, learner.head, seed, config.num_envs, self._state_size)

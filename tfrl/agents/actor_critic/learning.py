@@ -28,11 +28,6 @@ def rollout_rows(observations: ObsSpec, head, with_log_probs: bool, state_size: 
     return train_step.RowLayout(fields)
 
 
-def state_size(config: ActorCriticConfig) -> int:
-    """Floats of the recurrent state of one env, 0 without memory."""
-    return recurrent.state_size(config.lstm_units, config.shared_torso) if config.recurrent else 0
-
-
 def training_forward(network, config: ActorCriticConfig) -> Callable:
     """forward(obs, *memory) -> (policy params [B, P], values [B]) as training computes them: the network on the
     rows; with memory (memory = (states [B, S], starts [B]) of rows in whole sequences), along the sequences."""

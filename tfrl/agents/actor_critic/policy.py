@@ -71,4 +71,4 @@ def serving_policy(config: ActorCriticConfig, env: EnvInfo, network=None, obs_no
     outputs = normalization.in_front(obs_normalization, greedy_outputs(network, head, config.recurrent))
     return ServingPolicy(model=network, outputs=outputs, observation_normalization=obs_normalization,
                          checkpoint_items={NETWORK_KEY: network, **normalization.checkpoint_items(obs_normalization)},
-                         state_size=recurrent.state_size(config.lstm_units, config.shared_torso) if config.recurrent else 0)
+                         state_size=recurrent.state_size_of(config))

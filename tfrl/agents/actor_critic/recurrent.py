@@ -40,6 +40,11 @@ def state_size(lstm_units: int, shared_torso: bool) -> int:
     return 2 * lstm_units * len(branches(shared_torso))
 
 
+def state_size_of(config) -> int:
+    """An actor-critic config's state size: 0 without memory (lstm_units = 0)."""
+    return state_size(config.lstm_units, config.shared_torso)
+
+
 def recurrent_actor_critic_network(observations: ObsSpec, num_policy_params: int, hidden_sizes: Sequence[int],
                                    lstm_units: int, activation: str = "tanh", shared_torso: bool = False,
                                    gaussian: bool = False, torso: str = "mlp",

@@ -106,7 +106,7 @@ class PPOLearner:
             self._clip_range = tf.Variable(config.clip_range, dtype=tf.float32, trainable=False, name="clip_range")
         self.obs_normalizer = normalization.make(config, env.observations)  # the agent updates it while collecting
         self.rows = ac_learning.rollout_rows(env.observations, self.head, with_log_probs=True,
-                                             state_size=ac_learning.state_size(config))
+                                             state_size=recurrent.state_size_of(config))
         self._forward = ac_learning.training_forward(self.network, config)
         self.output = train_step.OutputLayout(METRICS, networks.acting_variables(self.network))
         self._batch_gradients = self._placement.batch_gradients(self._gradients)
