@@ -115,12 +115,18 @@ def ppo_kwargs(hp: dict) -> dict:
 
 def recurrent_ppo_kwargs(hp: dict) -> dict:
     """sb3-contrib RecurrentPPO arguments: PPO's, an LSTM of lstm_units for the policy and one for the value (the
-    rl-baselines3-zoo's ppo_lstm settings: enable_critic_lstm, ortho_init=False)."""
+    rl-baselines3-zoo's ppo_lstm settings: enable_critic_lstm, ortho_init=False), its net_arch tfrl's
+    post_lstm_sizes (MlpLstmPolicy reads the observations with its LSTMs, then runs net_arch)."""
     if hp.get("sequence_length") and hp["sequence_length"] != hp["batch_size"]:
         raise UsageError("RecurrentPPO cuts its minibatches of batch_size steps at episode starts; compare with "
                          "sequence_length=0 or equal to batch_size")
+    if hp["hidden_sizes"]:
+        raise UsageError("sb3-contrib's MlpLstmPolicy has no layers before its LSTM: compare with hidden_sizes=[] "
+                         "and the layers after the LSTM in post_lstm_sizes")
     kwargs = ppo_kwargs(hp)
-    kwargs["policy_kwargs"].update(lstm_hidden_size=hp["lstm_units"], enable_critic_lstm=True, ortho_init=False)
+    post = list(hp["post_lstm_sizes"])
+    kwargs["policy_kwargs"].update(net_arch=dict(pi=post, vf=post), lstm_hidden_size=hp["lstm_units"],
+                                   enable_critic_lstm=True, ortho_init=False)
     return kwargs
 
 

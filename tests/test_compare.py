@@ -220,8 +220,11 @@ def test_recurrent_ppo_arguments_are_the_zoo_ppo_lstm_values(monkeypatch):
     assert kwargs["policy_kwargs"]["ortho_init"] is False and kwargs["policy_kwargs"]["net_arch"] == dict(pi=[64], vf=[64])
     assert (kwargs["n_steps"], kwargs["batch_size"], kwargs["n_epochs"], kwargs["gamma"]) == (32, 256, 20, 0.98)
     assert hp["normalize_observations"] and hp["activation"] == "relu"
+    assert hp["hidden_sizes"] == [] and hp["post_lstm_sizes"] == [64]  # MlpLstmPolicy: the LSTM, then net_arch
     with pytest.raises(UsageError, match="RecurrentPPO cuts its minibatches"):
         sb3_runner.recurrent_ppo_kwargs({**hp, "sequence_length": 16})
+    with pytest.raises(UsageError, match="no layers before its LSTM"):
+        sb3_runner.recurrent_ppo_kwargs({**hp, "hidden_sizes": [64]})
 
 
 def test_sb3_sac_arguments_are_the_zoo_values():

@@ -5,35 +5,17 @@ Python process (TF configures devices once per process, and runtime.apply sets
 the global Keras policy); the rest run here under float32 on the default device.
 """
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
-import textwrap
-
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from fresh_process import run_json_script
 
 from tfrl import numerics, runtime as runtime_lib
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch, huber, q_learning_loss, td_targets
 from tfrl.envs import EnvInfo
 from tfrl.runtime import RuntimeOptions
-
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-
-def _run_in_fresh_process(code: str) -> dict:
-    """Runs `code` in a new interpreter; returns the JSON printed on its last stdout line."""
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2")
-    completed = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                               env=env, cwd=REPO_ROOT, timeout=180)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return json.loads(completed.stdout.strip().splitlines()[-1])
-
 
 # --- td_targets, huber, q_learning_loss -------------------------------------------------
 
@@ -398,7 +380,7 @@ def mixed_precision_process():
 
     apply() may be repeated with other precision as long as the device settings stay the same.
     """
-    return _run_in_fresh_process(_LEARNER_PRELUDE + """
+    return run_json_script(_LEARNER_PRELUDE + """
     def summary(learner):
         return {
             "optimizer": type(learner.optimizer).__name__,
@@ -472,7 +454,7 @@ def test_mixed_bfloat16_step_runs_with_float32_q_values_and_finite_loss(mixed_pr
 
 
 def test_learner_variables_and_step_on_second_logical_cpu():
-    result = _run_in_fresh_process(_LEARNER_PRELUDE + """
+    result = run_json_script(_LEARNER_PRELUDE + """
     rt = runtime_lib.apply(runtime_lib.RuntimeOptions(device="cpu:1", logical_cpus=2))
     learner = DQNLearner(DQNConfig(hidden_sizes=(16,), batch_size=8), ENV, rt)
     def device(v):

@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import tensorflow as tf
+from fresh_process import run_json_script
 
 from tfrl import config as config_lib, envs, evaluation
 from tfrl.agents.a2c.config import A2CConfig
@@ -54,10 +55,16 @@ def _lstm_by_hand(weights, x, h, c):
 
 # --- the mirror --------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("shared_torso, gaussian", [(False, False), (True, False), (False, True)])
-def test_the_numpy_step_equals_the_keras_step_network(shared_torso, gaussian):
-    model = recurrent.recurrent_actor_critic_network(ObsSpec.flat((3,), "float32"), 4, (5,), lstm_units=6,
-                                                     shared_torso=shared_torso, gaussian=gaussian)
+@pytest.mark.parametrize("shared_torso, gaussian, hidden, post", [
+    (False, False, (5,), ()), (True, False, (5,), ()), (False, True, (5,), ()),
+    (False, False, (), (5, 4)), (True, True, (5,), (4,))])  # the LSTM first, as sb3-contrib; layers on both sides
+def test_the_numpy_step_equals_the_keras_step_network(shared_torso, gaussian, hidden, post):
+    model = recurrent.recurrent_actor_critic_network(ObsSpec.flat((3,), "float32"), 4, hidden, lstm_units=6,
+                                                     shared_torso=shared_torso, gaussian=gaussian,
+                                                     post_lstm_sizes=post)
+    posts = [layer.name for layer in model.layers if "_post_" in layer.name]
+    assert len(posts) == len(post) * (1 if shared_torso else 2)
+    assert model.get_layer(recurrent.branches(shared_torso)[0]).kernel.shape[0] == (hidden or (3,))[-1]
     _randomize(model, seed=1)
     size = recurrent.state_size(6, shared_torso)
     assert model.outputs[2].shape[-1] == size == (12 if shared_torso else 24)
@@ -181,12 +188,14 @@ def test_a2c_trains_on_each_envs_whole_rollout_as_one_sequence():
 
 # --- the actor and its rollout --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("env_id", ["tfrl/CartPoleNoVel-v1", "tfrl/GoalGrid-v0"])
-def test_training_replays_the_actors_values_from_the_stored_states(env_id):
+@pytest.mark.parametrize("env_id, hidden, post", [("tfrl/CartPoleNoVel-v1", (8,), ()), ("tfrl/GoalGrid-v0", (8,), ()),
+                                                  ("tfrl/CartPoleNoVel-v1", (), (8,)), ("tfrl/GoalGrid-v0", (), (8,))])
+def test_training_replays_the_actors_values_from_the_stored_states(env_id, hidden, post):
     """The rollout's stored states and starts let the sequence forward pass recompute exactly the V(s_t) the NumPy
     actor had, across episode ends (CartPoleNoVel's random policy ends episodes every ~20 steps, GoalGrid's within
-    20), with one observation or a Dict of three."""
-    config = PPOConfig(num_envs=3, rollout_length=64, batch_size=64, n_epochs=1, hidden_sizes=(8,), lstm_units=5)
+    20), with one observation or a Dict of three, the LSTM after a torso or first."""
+    config = PPOConfig(num_envs=3, rollout_length=64, batch_size=64, n_epochs=1, hidden_sizes=hidden, lstm_units=5,
+                       post_lstm_sizes=post)
     vector_env = envs.make_vector_env(env_id, 3, seed=0)
     try:
         info = envs.env_info(vector_env, env_id)
@@ -239,6 +248,9 @@ def test_lstm_units_is_refused_by_the_off_policy_agents_with_the_reason(agent):
 @pytest.mark.parametrize("overrides, message", [
     ({"lstm_units": -1}, "lstm_units must be >= 0"),
     ({"sequence_length": 16}, "sequence_length applies to a policy with memory only"),
+    ({"post_lstm_sizes": (64,)}, "post_lstm_sizes applies to a policy with memory only"),
+    ({"hidden_sizes": ()}, "hidden_sizes must be positive layer sizes"),
+    ({"lstm_units": 8, "post_lstm_sizes": (0,)}, "post_lstm_sizes must be positive layer sizes"),
     ({"lstm_units": 8, "rollout_length": 32, "batch_size": 64, "sequence_length": 24},
      "rollout_length = 32 must be a multiple of sequence_length = 24"),
     ({"lstm_units": 8, "num_envs": 3, "rollout_length": 32, "batch_size": 48, "sequence_length": 32},
@@ -366,16 +378,7 @@ print(json.dumps(out))
 
 
 def test_a_mirrored_strategy_splits_whole_sequences_and_makes_the_single_device_update():
-    import json
-    import pathlib
-    import subprocess
-    import sys
-
-    root = pathlib.Path(__file__).resolve().parents[1]
-    result = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT], capture_output=True, text=True, cwd=root,
-                            timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = json.loads(result.stdout.strip().splitlines()[-1])
+    out = run_json_script(_MIRRORED_SCRIPT)
     for name in ("ppo", "a2c"):  # 2 sequences per minibatch: one per replica
         assert out[name]["copies"] == 2
         assert out[name]["loss"][1] == pytest.approx(out[name]["loss"][0], rel=1e-5)

@@ -3,10 +3,13 @@ update against the same steps done by hand with Keras' Adam, the export, a resum
 
 import math
 
+import textwrap
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from fresh_process import MIRRORED_PENDULUM_PRELUDE, run_json_script
 
 from tfrl import evaluation, export, runs, serving, training_loop
 from tfrl.agents.sac import policy as sac_policy
@@ -183,26 +186,9 @@ def test_a_short_pendulum_run_learns_resumes_and_exports(tmp_path):
 
 
 def test_mirrored_on_two_logical_cpus_makes_the_single_device_update():
-    import json
-    import os
-    import pathlib
-    import subprocess
-    import sys
-    import textwrap
-
-    code = textwrap.dedent("""
-        import dataclasses, json
-        import numpy as np
-        from tfrl import runtime as runtime_lib
-        from tfrl.runtime import Runtime
+    code = MIRRORED_PENDULUM_PRELUDE + textwrap.dedent("""
         from tfrl.agents.sac.config import SACConfig
         from tfrl.agents.sac.learning import SACBatch, SACLearner
-        from tfrl.envs import EnvInfo
-        mirrored = runtime_lib.apply(runtime_lib.RuntimeOptions(logical_cpus=2, strategy="mirrored",
-                                                                cross_device_ops="reduce_to_one"))
-        single = Runtime(options=dataclasses.replace(mirrored.options, strategy="default", cross_device_ops="auto"),
-                         device_name="/device:CPU:0")
-        env = EnvInfo("Pendulum-v1", (3,), 0, action_shape=(1,), action_low=(-2.0,), action_high=(2.0,))
         config = SACConfig(hidden_sizes=(8,), batch_size=8, learning_rate=3e-3)
         rng = np.random.default_rng(0)
         k, b = 2, 8
@@ -222,10 +208,6 @@ def test_mirrored_on_two_logical_cpus_makes_the_single_device_update():
                           "alpha": [float(l.log_alpha.numpy()) for l in learners],
                           "copies": len(learners[1].actor.trainable_variables[0].value.values)}))
     """)
-    repo = pathlib.Path(__file__).resolve().parents[1]
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                               env=dict(os.environ, PYTHONPATH=str(repo), TF_CPP_MIN_LOG_LEVEL="2"))
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    result = run_json_script(code, timeout=300)
     assert result["copies"] == 2 and result["diff"] < 1e-5
     assert result["alpha"][0] == pytest.approx(result["alpha"][1], abs=1e-6)

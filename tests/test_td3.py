@@ -3,11 +3,13 @@ the NumPy mirror and the export; a run from the command line that trains, resume
 run (slow)."""
 
 import json
+import textwrap
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from fresh_process import MIRRORED_PENDULUM_PRELUDE, run_json_script
 
 import tfrl
 from tfrl import export, serving, training_loop
@@ -158,3 +160,38 @@ def test_mujoco_inverted_pendulum_picks_its_preset_and_a_short_run_exports(tmp_p
     assert config["preset"] == f"{agent}-invertedpendulum" and config["hparams"]["keep_best_policy"] is True
     assert run.complete and run.result["gradient_steps"] == 64 * 16  # calls at 500, 564, ..., 1460
     assert tfrl.load_policy(run.saved_model)(np.zeros(4, np.float32)).shape == (1,)
+
+
+def test_mirrored_on_two_logical_cpus_makes_the_single_device_update_with_the_delayed_actor():
+    """TD3 under tf.distribute: MirroredStrategy on 2 logical CPUs, each replica half of every batch, gives the
+    single-device update over 3 gradient steps (the actor and the targets move at step 2 only)."""
+    code = MIRRORED_PENDULUM_PRELUDE + textwrap.dedent("""
+        from tfrl.agents.td3.config import TD3Config
+        from tfrl.agents.td3.learning import TD3Batch, TD3Learner
+        config = TD3Config(hidden_sizes=(8,), batch_size=8, learning_rate=3e-3, policy_delay=2, target_update_tau=0.5)
+        rng = np.random.default_rng(0)
+        k, b = 3, 8
+        batch = {"obs": rng.normal(size=(k, b, 3)), "action": rng.uniform(-1, 1, (k, b, 1)),
+                 "reward": rng.normal(size=(k, b)), "discount": np.full((k, b), 0.99),
+                 "next_obs": rng.normal(size=(k, b, 3)), "noise_next": rng.normal(size=(k, b, 1))}
+        batch = {name: value.astype(np.float32) for name, value in batch.items()}
+        learners = [TD3Learner(config, env, runtime) for runtime in (single, mirrored)]
+        pairs = [(learners[0].actor, learners[1].actor), (learners[0].actor_target, learners[1].actor_target)]
+        pairs += list(zip(learners[0].critics + learners[0].targets, learners[1].critics + learners[1].targets))
+        for source, copy in pairs:
+            copy.set_weights(source.get_weights())
+        start = [w.copy() for w in learners[0].actor.get_weights()]
+        updates = [learner.update(TD3Batch(batch)) for learner in learners]
+        diff = lambda a, b: max(float(np.abs(x - y).max()) for x, y in zip(a, b))
+        print(json.dumps({
+            "actor": diff(updates[0].weights, updates[1].weights),
+            "critics": max(diff(s.get_weights(), c.get_weights()) for s, c in pairs[2:]),
+            "actor_target": diff(pairs[1][0].get_weights(), pairs[1][1].get_weights()),
+            "actor_moved": diff(start, learners[0].actor.get_weights()),
+            "steps": [int(l.gradient_steps_done.numpy()) for l in learners],
+            "copies": len(learners[1].actor.trainable_variables[0].value.values)}))
+    """)
+    result = run_json_script(code, timeout=300)
+    assert result["copies"] == 2 and result["steps"] == [3, 3]
+    assert result["actor_moved"] > 1e-4  # the comparison is not between two untouched actors
+    assert result["actor"] < 1e-5 and result["critics"] < 1e-5 and result["actor_target"] < 1e-5

@@ -19,7 +19,8 @@ class ActorCriticConfig(LoopConfig):
     """
 
     RENAMED = {"n_steps": "rollout_length"}
-    NETWORK_FIELDS = ("torso", "hidden_sizes", "shared_torso", "activation", "lstm_units", "normalize_observations")
+    NETWORK_FIELDS = ("torso", "hidden_sizes", "shared_torso", "activation", "lstm_units", "post_lstm_sizes",
+                      "normalize_observations")
 
     total_env_steps: int = 500_000
     num_envs: int = 8
@@ -36,7 +37,8 @@ class ActorCriticConfig(LoopConfig):
     """What reads the observations (tfrl.networks): auto (a CNN for HWC uint8 images, else mlp), mlp, nature_cnn
     or minatar_cnn. A CNN is shared by the policy and the value."""
     hidden_sizes: tuple[int, ...] = (64, 64)
-    """Units of each hidden Dense layer, of each torso (policy and value) when they are separate."""
+    """Units of each hidden Dense layer, of each torso (policy and value) when they are separate. With lstm_units
+    it may be empty: the LSTM then reads the observations (or the CNN's features) directly."""
     shared_torso: bool = False
     """One torso feeding both the policy and the value head; False = separate torsos (SB3's default)."""
     activation: str = "tanh"
@@ -45,6 +47,10 @@ class ActorCriticConfig(LoopConfig):
     """Memory: units of an LSTM after each torso (one shared LSTM with shared_torso), whose state the policy
     carries from step to step of an episode (tfrl.agents.actor_critic.recurrent); 0 = no memory, the policy sees
     the current observation only."""
+    post_lstm_sizes: tuple[int, ...] = ()
+    """With lstm_units: units of Dense layers between each LSTM and its head (activation as the torso's); empty =
+    the heads read the LSTM's output. hidden_sizes=() with post_lstm_sizes=(64,) is sb3-contrib's MlpLstmPolicy
+    layout (the LSTM first, its net_arch after it)."""
     learning_rate: float = 7e-4
     """Optimizer step size at env step 0."""
     lr_schedule: str = "constant"
@@ -74,8 +80,12 @@ class ActorCriticConfig(LoopConfig):
             require(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
         for name in ("max_grad_norm", "value_coef", "entropy_coef"):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
-        require_positive_sizes("hidden_sizes", self.hidden_sizes)
         require(self.lstm_units >= 0, f"lstm_units must be >= 0 (0: no memory), got {self.lstm_units}")
+        if self.hidden_sizes or not self.lstm_units:  # the LSTM can read the observations directly
+            require_positive_sizes("hidden_sizes", self.hidden_sizes)
+        if self.post_lstm_sizes:
+            require(self.lstm_units > 0, "post_lstm_sizes applies to a policy with memory only: set lstm_units too")
+            require_positive_sizes("post_lstm_sizes", self.post_lstm_sizes)
         require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
         require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
         require(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")

@@ -204,7 +204,8 @@ def make_network(config: ActorCriticConfig, env: EnvInfo, head) -> keras.Model:
     if config.recurrent:
         return recurrent.recurrent_actor_critic_network(
             env.observations, head.num_params, config.hidden_sizes, config.lstm_units, config.activation,
-            config.shared_torso, gaussian=isinstance(head, GaussianHead), torso=config.torso)
+            config.shared_torso, gaussian=isinstance(head, GaussianHead), torso=config.torso,
+            post_lstm_sizes=config.post_lstm_sizes)
     return networks.actor_critic_network(env.observations, head.num_params, config.hidden_sizes,
                                          config.activation, config.shared_torso,
                                          gaussian=isinstance(head, GaussianHead), torso=config.torso)

@@ -1,5 +1,6 @@
-"""Memory for A2C and PPO (lstm_units > 0): an LSTM between the torso and the heads, its NumPy mirror, and training
-on whole sequences of a rollout.
+"""Memory for A2C and PPO (lstm_units > 0): an LSTM after the torso (hidden_sizes, possibly none) and before the
+heads (after post_lstm_sizes Dense layers, possibly none), its NumPy mirror, and training on whole sequences of a
+rollout.
 
 The network is one step: (observation, state) -> (policy params, value, next state). The state is float32
 [B, state_size]: (h, c) of each LSTM side by side, one LSTM shared by the policy and the value (shared_torso) or
@@ -35,6 +36,11 @@ def branches(shared_torso: bool) -> tuple[str, ...]:
     return ("lstm",) if shared_torso else ("policy_lstm", "value_lstm")
 
 
+def torso_prefixes(shared_torso: bool) -> tuple[str, ...]:
+    """The torsos' Dense layer name prefixes (tfrl.networks.dense_chain), in the order of branches()."""
+    return ("torso",) if shared_torso else ("policy_torso", "value_torso")
+
+
 def state_size(lstm_units: int, shared_torso: bool) -> int:
     """Floats of one env's state: h and c of every LSTM."""
     return 2 * lstm_units * len(branches(shared_torso))
@@ -45,26 +51,33 @@ def state_size_of(config) -> int:
     return state_size(config.lstm_units, config.shared_torso)
 
 
+def post_prefix(torso_prefix: str) -> str:
+    """The name prefix of the Dense layers between a torso's LSTM and its head."""
+    return f"{torso_prefix}_post"
+
+
 def recurrent_actor_critic_network(observations: ObsSpec, num_policy_params: int, hidden_sizes: Sequence[int],
                                    lstm_units: int, activation: str = "tanh", shared_torso: bool = False,
-                                   gaussian: bool = False, torso: str = "mlp",
+                                   gaussian: bool = False, torso: str = "mlp", post_lstm_sizes: Sequence[int] = (),
                                    name: str = "recurrent_actor_critic") -> keras.Model:
     """[observation, state [B, S]] -> (policy params [B, P], value [B], next state [B, S]), float32.
 
     The torsos and heads are those of tfrl.networks.actor_critic_network (same names and initialization); an
-    LSTMCell of lstm_units (float32 under every precision: the state crosses the export) sits after each torso.
+    LSTMCell of lstm_units (float32 under every precision: the state crosses the export) sits after each torso
+    (hidden_sizes may be empty: the LSTM reads the observation features), followed by Dense layers of
+    post_lstm_sizes (<torso prefix>_post_<i>, initialized as the torso's) before the head.
     """
     obs, x = networks.observation_input(
         observations, "float32", torso, lambda fan_in: {"kernel_initializer": keras.initializers.Orthogonal(gain=np.sqrt(2.0))})
     state = keras.Input((state_size(lstm_units, shared_torso),), name=STATE_INPUT, dtype="float32")
-    prefixes = ("torso",) if shared_torso else ("policy_torso", "value_torso")
+    prefixes = torso_prefixes(shared_torso)
     parts = keras.ops.split(state, 2 * len(prefixes), axis=-1)
     outputs, next_state = [], []
     for i, (prefix, cell_name) in enumerate(zip(prefixes, branches(shared_torso))):
         latent = networks.dense_chain(x, hidden_sizes, activation, prefix)
         cell = keras.layers.LSTMCell(lstm_units, name=cell_name, dtype="float32")
         out, (h, c) = cell(latent, [parts[2 * i], parts[2 * i + 1]])
-        outputs.append(out)
+        outputs.append(networks.dense_chain(out, post_lstm_sizes, activation, post_prefix(prefix)))
         next_state += [h, c]
     policy_params, value = networks.actor_critic_heads(outputs[0], outputs[-1], num_policy_params, gaussian)
     return keras.Model([obs, state], (policy_params, value, keras.ops.concatenate(next_state, axis=-1)), name=name)
@@ -83,9 +96,11 @@ class SequenceForward:
         self._length = sequence_length
         cells = branches(shared_torso)
         self._cells = [model.get_layer(name) for name in cells]
-        prefixes = ("torso",) if shared_torso else ("policy_torso", "value_torso")
+        prefixes = torso_prefixes(shared_torso)
         # model.input is [observation(s), state]; model.inputs would flatten a Dict observation's fields.
-        self._encoder = keras.Model(model.input[0], [torso_output(model, prefix) for prefix in prefixes])
+        self._encoder = keras.Model(model.input[0], [lstm_input(cell) for cell in self._cells])
+        self._post = [[model.get_layer(name) for name in dense_names(model, post_prefix(prefix))]
+                      for prefix in prefixes]
         self._policy_head = model.get_layer("policy_head")
         self._log_std = _layer_or_none(model, "log_std")
         self._value_head = model.get_layer("value_head")
@@ -110,8 +125,8 @@ class SequenceForward:
             return tuple(new)
 
         history = tf.scan(step, (*projected, keep), initializer=initial)  # each [L, C, U]
-        hs = [tf.reshape(tf.transpose(history[2 * i], [1, 0, 2]), [-1, history[2 * i].shape[-1]])
-              for i in range(len(self._cells))]
+        hs = [run_chain(post, tf.reshape(tf.transpose(history[2 * i], [1, 0, 2]), [-1, history[2 * i].shape[-1]]))
+              for i, post in enumerate(self._post)]
         params = self._policy_head(hs[0])
         if self._log_std is not None:
             params = self._log_std(params)
@@ -126,9 +141,20 @@ def lstm_step(gates, h, c, recurrent_kernel) -> list:
     return [tf.sigmoid(o) * tf.tanh(c), c]
 
 
-def torso_output(model: keras.Model, prefix: str):
-    """The output of a torso's last Dense layer (<prefix>_<i>): what its LSTM reads."""
-    return [layer for layer in model.layers if layer.name.rsplit("_", 1)[0] == prefix][-1].output
+def lstm_input(cell: keras.layers.LSTMCell):
+    """The tensor an LSTMCell of the step network reads: its torso's output, or the observation features."""
+    return cell.input[0]  # the cell's inputs are (x, h, c)
+
+
+def dense_names(model: keras.Model, prefix: str) -> list[str]:
+    """The model's layers named <prefix>_<i>, in order."""
+    return [layer.name for layer in model.layers if layer.name.rsplit("_", 1)[0] == prefix]
+
+
+def run_chain(layers, x):
+    for layer in layers:
+        x = layer(x)
+    return x
 
 
 def _layer_or_none(model: keras.Model, name: str):
@@ -181,7 +207,9 @@ class NumpyRecurrentActorCritic:
         self._mirror = mirror = networks.NumpyMirror(model)
         shared = mirror.has_lstm("lstm")
         self._cells = branches(shared)
-        self._torsos = [mirror.names("torso")] if shared else [mirror.names("policy_torso"), mirror.names("value_torso")]
+        prefixes = torso_prefixes(shared)
+        self._torsos = [mirror.names(prefix) for prefix in prefixes]
+        self._post = [mirror.names(post_prefix(prefix)) for prefix in prefixes]
         self._gaussian = mirror.has("log_std")
 
     def update(self, values) -> None:
@@ -192,9 +220,9 @@ class NumpyRecurrentActorCritic:
         x = networks.numpy_input(obs)
         parts = np.split(state, 2 * len(self._cells), axis=-1)
         outputs, next_state = [], []
-        for i, (cell, torso) in enumerate(zip(self._cells, self._torsos)):
+        for i, (cell, torso, post) in enumerate(zip(self._cells, self._torsos, self._post)):
             h, c = NumpyLSTM.step(*mirror.lstm(cell), mirror.chain(torso, x), parts[2 * i], parts[2 * i + 1])
-            outputs.append(h)
+            outputs.append(mirror.chain(post, h))
             next_state += [h, c]
         policy = mirror.dense("policy_head", outputs[0])
         if self._gaussian:

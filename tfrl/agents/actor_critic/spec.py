@@ -35,11 +35,15 @@ def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
     torso = memory.torso(env_info.observations, config.torso)
     torsos = 1 if config.shared_torso else 2
     hidden, actions, units = list(config.hidden_sizes), env_info.action_size, config.lstm_units
-    latent = units or hidden[-1]
+    post = list(config.post_lstm_sizes) if units else []
+    lstm_reads = [torso.features, *hidden][-1]
+    head_reads = [*hidden, *([units] if units else []), *post][-1]
     parameters = (torso.parameters + torsos * memory.mlp_parameters([torso.features, *hidden])
-                  + torsos * 4 * units * (hidden[-1] + units + 1) + (latent + 1) * (actions + 1))
+                  + torsos * 4 * units * (lstm_reads + units + 1) + torsos * memory.mlp_parameters([units, *post])
+                  + (head_reads + 1) * (actions + 1))
     rows, obs_bytes = config.rollout_size, memory.observation_bytes(env_info)
-    activations = torsos * (sum(hidden) + 6 * units) + torso.activations + memory.observation_size(env_info)
+    activations = (torsos * (sum(hidden) + 6 * units + sum(post)) + torso.activations
+                   + memory.observation_size(env_info))
     state_floats = 2 * units * torsos
     return {"envs": memory.envs_bytes(config.num_envs, vector_mode),
             "rollouts": 2 * rows * (obs_bytes + (actions + 8 + state_floats) * memory.FLOAT),
