@@ -30,7 +30,10 @@ gradient steps: what training would cost if acting, env stepping and replay took
 mean return reached R: its env step and training time. Cutting total_env_steps leaves that time as the
 full run's when no hyperparameter follows total_env_steps (a linear schedule does).
 
-Output: a markdown table (median and [min, max] over seeds, and the tfrl/SB3 ratio per seed pair) printed
+--libs=tfrl,sb3,sbx adds SBX (Stable-Baselines-Jax, extra bench-jax) as a third side for the DQN, PPO and SAC
+suites, trained by sb3_runner.py --library=sbx on the same translation; runs alternate A B C A B C.
+
+Output: a markdown table (median and [min, max] over seeds, and the tfrl/other ratio per seed pair) printed
 and written into --docs between `<!-- compare:SUITE start -->` and `<!-- compare:SUITE end -->`, a PNG of
 the learning curves, and the per-run records as JSON lines. The SB3 side needs the bench extra
 (pip install 'tfrl[bench]': stable-baselines3 and a CPU torch); tfrl itself never does.
@@ -150,9 +153,15 @@ def _sb3_command(spec: RunSpec, run_dir: pathlib.Path) -> list[str]:
             f"--run_dir={run_dir}"]
 
 
+def _sbx_command(spec: RunSpec, run_dir: pathlib.Path) -> list[str]:
+    return [*_sb3_command(spec, run_dir), "--library=sbx"]
+
+
 TFRL = Runner("tfrl", _tfrl_command)
 SB3 = Runner("SB3", _sb3_command)
+SBX = Runner("SBX", _sbx_command)
 DEFAULT_PAIR = (TFRL, SB3)
+LIBRARIES = {"tfrl": TFRL, "sb3": SB3, "sbx": SBX}  # --libs names
 
 # ---- resolving a suite --------------------------------------------------------------------------
 
@@ -196,7 +205,7 @@ def run_specs(suite_name: str, seeds: Sequence[int], threads: int, quick: bool,
 
 
 def run_order(specs: Sequence[RunSpec], pair: Sequence[Runner]) -> list[tuple[Runner, RunSpec]]:
-    """A B A B: both libraries on seed 0, then both on seed 1, ..., so drift over time hits both."""
+    """A B A B: every library on seed 0, then every one on seed 1, ..., so drift over time hits each."""
     return [(runner, spec) for spec in specs for runner in pair]
 
 # ---- one run ------------------------------------------------------------------------------------
@@ -401,27 +410,29 @@ def _median_spread(values: Sequence[float], digits: int) -> str:
     return f"{median} [{min(values):.{digits}f}, {max(values):.{digits}f}]"
 
 
-def summary_table(records: Sequence[dict], names: tuple[str, str]) -> str:
-    """Markdown: per metric, each library's median [min, max] over seeds, and the per-seed ratio a/b."""
-    a_name, b_name = names
+def summary_table(records: Sequence[dict], names: Sequence[str]) -> str:
+    """Markdown: per metric, each library's median [min, max] over seeds, and per seed the ratio of the first
+    library's number to each other's (the difference, for returns)."""
+    base, others = names[0], list(names[1:])
     by_seed = {name: {r["seed"]: r for r in records if r["library"] == name} for name in names}
-    seeds = sorted(set(by_seed[a_name]) & set(by_seed[b_name]))
-    rows = [f"| metric | {a_name} | {b_name} | {a_name}/{b_name} per seed |", "|---|---|---|---|"]
+    seeds = sorted(set.intersection(*(set(by_seed[name]) for name in names)))
+    rows = [f"| metric | {' | '.join(names)} | {' | '.join(f'{base}/{o} per seed' for o in others)} |",
+            "|---|" + "---|" * (len(names) + len(others))]
+    column = {name: (lambda key, name=name: [by_seed[name][s][key] for s in seeds]) for name in names}
     for key, label, digits in METRICS:
-        a = [by_seed[a_name][s][key] for s in seeds]
-        b = [by_seed[b_name][s][key] for s in seeds]
-        ratios = [x / y for x, y in zip(a, b)]
-        rows.append(f"| {label} | {_median_spread(a, digits)} | {_median_spread(b, digits)} "
-                    f"| {_median_spread(ratios, 2)} |")
+        ratios = [[x / y for x, y in zip(column[base](key), column[o](key))] for o in others]
+        rows.append(f"| {label} | {' | '.join(_median_spread(column[n](key), digits) for n in names)} "
+                    f"| {' | '.join(_median_spread(r, 2) for r in ratios)} |")
     # A ratio of returns means nothing when they can be negative: the difference instead.
-    a = [by_seed[a_name][s]["return_mean"] for s in seeds]
-    b = [by_seed[b_name][s]["return_mean"] for s in seeds]
-    episodes = by_seed[a_name][seeds[0]]["eval_episodes"]
-    rows.append(f"| greedy return, mean of {episodes} episodes | {_median_spread(a, 1)} | {_median_spread(b, 1)} "
-                f"| {a_name} - {b_name}: {_median_spread([x - y for x, y in zip(a, b)], 1)} |")
+    returns = {name: column[name]("return_mean") for name in names}
+    differences = {o: [x - y for x, y in zip(returns[base], returns[o])] for o in others}
+    episodes = by_seed[base][seeds[0]]["eval_episodes"]
+    rows.append(f"| greedy return, mean of {episodes} episodes "
+                f"| {' | '.join(_median_spread(returns[n], 1) for n in names)} "
+                f"| {' | '.join(f'{base} - {o}: {_median_spread(differences[o], 1)}' for o in others)} |")
     rows.append(f"| greedy return: IQM [95 % stratified bootstrap CI] over seeds (benchmarks/stats.py) "
-                f"| {stats.iqm_with_ci(a)} | {stats.iqm_with_ci(b)} "
-                f"| {a_name} - {b_name}: {stats.iqm_with_ci([x - y for x, y in zip(a, b)])} |")
+                f"| {' | '.join(stats.iqm_with_ci(returns[n]) for n in names)} "
+                f"| {' | '.join(f'{base} - {o}: {stats.iqm_with_ci(differences[o])}' for o in others)} |")
     return "\n".join(rows)
 
 
@@ -434,7 +445,7 @@ def time_to_return(record: dict, target: float) -> tuple[int, float] | None:
     return None
 
 
-def target_table(records: Sequence[dict], names: tuple[str, str], target: float) -> str:
+def target_table(records: Sequence[dict], names: Sequence[str], target: float) -> str:
     """Markdown: per seed, when each library's training episodes first reached `target` on average."""
     def cell(record: dict, reached: tuple[int, float] | None) -> str:
         if reached is None:
@@ -442,19 +453,21 @@ def target_table(records: Sequence[dict], names: tuple[str, str], target: float)
             return f"not reached in {record['env_steps']} (best {best:.1f})"
         return f"{reached[0]} / {reached[1]:.1f}"
 
-    a_name, b_name = names
-    rows = [f"| seed | {a_name}: env steps / training s to a training mean return of {target:g} "
-            f"| {b_name}: the same | {a_name}/{b_name} training s |", "|---|---|---|---|"]
+    base, others = names[0], list(names[1:])
+    heads = [f"{base}: env steps / training s to a training mean return of {target:g}"] + [
+        f"{o}: the same" for o in others]
+    rows = [f"| seed | {' | '.join(heads)} | {' | '.join(f'{base}/{o} training s' for o in others)} |",
+            "|---|" + "---|" * (len(names) + len(others))]
     by_seed = {name: {r["seed"]: r for r in records if r["library"] == name} for name in names}
-    for seed in sorted(set(by_seed[a_name]) & set(by_seed[b_name])):
-        a, b = by_seed[a_name][seed], by_seed[b_name][seed]
-        reached_a, reached_b = time_to_return(a, target), time_to_return(b, target)
-        ratio = f"{reached_a[1] / reached_b[1]:.2f}" if reached_a and reached_b else "-"
-        rows.append(f"| {seed} | {cell(a, reached_a)} | {cell(b, reached_b)} | {ratio} |")
+    for seed in sorted(set.intersection(*(set(by_seed[name]) for name in names))):
+        reached = {n: time_to_return(by_seed[n][seed], target) for n in names}
+        ratios = [f"{reached[base][1] / reached[o][1]:.2f}" if reached[base] and reached[o] else "-" for o in others]
+        rows.append(f"| {seed} | {' | '.join(cell(by_seed[n][seed], reached[n]) for n in names)} "
+                    f"| {' | '.join(ratios)} |")
     return "\n".join(rows)
 
 
-def floor_lines(floor: dict, records: Sequence[dict], names: tuple[str, str]) -> str:
+def floor_lines(floor: dict, records: Sequence[dict], names: Sequence[str]) -> str:
     call = (f"K={floor['steps_per_call']} gradient steps per `tf.function` call" if floor["steps_per_call"] > 1
             else "one update per call")
     lines = [f"In-graph floor (tfrl's train step alone on random batches, {call}): "
@@ -485,29 +498,32 @@ def machine_description() -> str:
                 model = line.split(":", 1)[1].strip()
     except OSError:
         pass
-    versions = ", ".join(_version(*names) for names in (
-        ("tensorflow-cpu", "tensorflow"), ("keras",), ("torch",), ("stable-baselines3",), ("sb3-contrib",),
-        ("gymnasium",)))
+    versions = [_version(*names) for names in (("tensorflow-cpu", "tensorflow"), ("keras",), ("torch",),
+                                                ("stable-baselines3",), ("sb3-contrib",), ("gymnasium",))]
+    versions += [v for v in (_version("sbx-rl"), _version("jax")) if not v.endswith("not installed")]
+    versions = ", ".join(versions)
     return f"{model}, nproc {os.cpu_count()}; Python {platform.python_version()}; {versions}"
 
 
 def markdown_section(suite_name: str, specs: Sequence[RunSpec], records: Sequence[dict], floor: dict | None,
-                     names: tuple[str, str], command: str, started: str, load: tuple[str, str],
+                     names: Sequence[str], command: str, started: str, load: tuple[str, str],
                      plot_name: str | None, target_return: float | None = None) -> str:
     spec = specs[0]
     hp = spec.hparams
     lines = [
-        f"### {suite_name}: {names[0]} against {names[1]}", "",
+        f"### {suite_name}: {names[0]} against {' and '.join(names[1:])}", "",
         "```", command, "```", "",
         f"Run {started} UTC; load average (1 min) {load[0]} at the start, {load[1]} at the end, each run using "
         f"{spec.threads} thread(s): a load well above that means other jobs shared the machine and speeds are "
         "noisy (alternating the libraries makes the ratio fairer, not exact).",
         f"Machine: {machine_description()}. Threads: {spec.threads} intra-op and {spec.threads} inter-op "
-        "for both (TF `--intra_op_threads/--inter_op_threads`, `torch.set_num_threads/set_num_interop_threads`).",
+        "for each (TF `--intra_op_threads/--inter_op_threads`, `torch.set_num_threads/set_num_interop_threads`"
+        + ("; SBX: the process pinned to as many CPUs, and XLA's CPU client on one thread when that is 1"
+           if "SBX" in names else "") + ").",
         f"Settings: `tfrl/presets/{spec.preset}.json` (overrides: "
         f"{', '.join(f'{k}={v}' for k, v in spec.overrides.items())}), {spec.env_id}, "
         f"{hp['total_env_steps']} env steps, seeds {', '.join(str(s.seed) for s in specs)}; greedy return over "
-        f"{hp['final_eval_episodes']} episodes with `tfrl.evaluation` on the same env seeds for both.", "",
+        f"{hp['final_eval_episodes']} episodes with `tfrl.evaluation` on the same env seeds for each.", "",
         summary_table(records, names), "",
         f"Each run (library, seed, the columns above): `benchmarks/results/compare-{suite_name}.jsonl`.", "",
     ]
@@ -536,14 +552,14 @@ def write_section(docs_path: pathlib.Path, suite_name: str, section: str) -> Non
     docs_path.write_text(text)
 
 
-def plot_curves(records: Sequence[dict], names: tuple[str, str], title: str, path: pathlib.Path) -> None:
+def plot_curves(records: Sequence[dict], names: Sequence[str], title: str, path: pathlib.Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for color, name in zip(("C0", "C1"), names):
+    for color, name in zip(("C0", "C1", "C2", "C3"), names):
         for i, r in enumerate(r for r in records if r["library"] == name):
             steps, _, returns = zip(*r["curve"]) if r["curve"] else ((), (), ())
             ax.plot(steps, returns, color=color, alpha=0.8, label=name if i == 0 else None)
@@ -573,10 +589,11 @@ def compare(suite_name: str, seeds: Sequence[int], threads: int, quick: bool, pa
             outputs: Outputs = Outputs(), command: str = "", measure_in_graph_floor: bool = True,
             hp: Mapping[str, str] = MappingProxyType({}), target_return: float | None = None,
             ) -> tuple[list[dict], str]:
-    """Runs the suite for both runners (A B A B), then the floor; returns (records, markdown section)."""
+    """Runs the suite for every runner (A B A B, or A B C A B C), then the floor; returns (records, markdown
+    section)."""
     docs_path, plot_path, results_path = outputs.docs, outputs.plot, outputs.results
     specs = run_specs(suite_name, seeds, threads, quick, hp)
-    names = (pair[0].name, pair[1].name)
+    names = tuple(runner.name for runner in pair)
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
     load_start = f"{os.getloadavg()[0]:.2f}"
     records = []
@@ -593,7 +610,7 @@ def compare(suite_name: str, seeds: Sequence[int], threads: int, quick: bool, pa
         floor = floor_in_child(specs[0], quick, base) if measure_in_graph_floor else None
     load_end = f"{os.getloadavg()[0]:.2f}"
     if plot_path is not None:
-        plot_curves(records, names, f"{suite_name}{' (--quick)' if quick else ''}: {names[0]} vs {names[1]}",
+        plot_curves(records, names, f"{suite_name}{' (--quick)' if quick else ''}: {' vs '.join(names)}",
                     plot_path)
     plot_name = None
     if plot_path is not None:
@@ -610,7 +627,9 @@ def compare(suite_name: str, seeds: Sequence[int], threads: int, quick: bool, pa
 def define_flags() -> None:
     flags.DEFINE_string("suite", None, f"One of: {', '.join(SUITES)}.")
     flags.DEFINE_list("seeds", None, "Seeds; default 0,1,2 (0 with --quick).")
-    flags.DEFINE_integer("threads", 1, "Intra-op and inter-op threads for both libraries.")
+    flags.DEFINE_integer("threads", 1, "Intra-op and inter-op threads for each library.")
+    flags.DEFINE_list("libs", ["tfrl", "sb3"], f"The libraries, tfrl first: tfrl and one or more of "
+                      f"{', '.join(n for n in LIBRARIES if n != 'tfrl')} (sbx: extra bench-jax).")
     flags.DEFINE_multi_string("hp", [], "Override of the suite's preset for both libraries, key=value, repeatable "
                               "(as train.py's --hp): --hp=total_env_steps=300000 --hp=log_interval=5000.")
     flags.DEFINE_float("target_return", None, "Also tabulate when each run's training episodes first averaged "
@@ -627,15 +646,29 @@ def define_flags() -> None:
     flags.DEFINE_integer("floor_repeats", 3, "Internal: repeats of the floor timing (median).")
 
 
-def require_bench_extra(suite: Suite) -> None:
+def require_bench_extra(suite: Suite, libs: Sequence[str] = ("tfrl", "sb3")) -> None:
     """Fails before anything runs, naming the extra. find_spec, not an import: torch would grow this
     process, and with it every child's measured peak RSS (see `harness_rss_mb`)."""
     missing = [module for module in suite.sb3_modules if importlib.util.find_spec(module) is None]
+    extra = "bench"
+    if "sbx" in libs and importlib.util.find_spec("sbx") is None:
+        missing, extra = [*missing, "sbx"], "bench-jax"
     if missing:
         raise cli.MissingExtraError(
-            f"benchmarks/compare.py (its Stable-Baselines3 side) needs {', '.join(missing)}, which "
+            f"benchmarks/compare.py (its Stable-Baselines side) needs {', '.join(missing)}, which "
             f"{'is' if len(missing) == 1 else 'are'} not installed: "
-            "pip install 'tfrl[bench]' (or pip install -e '.[bench]' in a checkout)")
+            f"pip install 'tfrl[{extra}]' (or pip install -e '.[{extra}]' in a checkout)")
+
+
+def runners(libs: Sequence[str]) -> tuple[Runner, ...]:
+    """The --libs names as runners; tfrl first, each once, at least one other."""
+    libs = [name.strip().lower() for name in libs]
+    unknown = [name for name in libs if name not in LIBRARIES]
+    if unknown:
+        raise UsageError(f"--libs: unknown {', '.join(unknown)}; known: {', '.join(LIBRARIES)}")
+    if libs[:1] != ["tfrl"] or len(libs) < 2 or len(set(libs)) != len(libs):
+        raise UsageError(f"--libs: tfrl first, then one or more others, each once; got {','.join(libs)}")
+    return tuple(LIBRARIES[name] for name in libs)
 
 
 def _path_flag(value: str | None, default: pathlib.Path) -> pathlib.Path | None:
@@ -661,13 +694,14 @@ def main(argv):
         raise UsageError(f"--seeds: expected integers, got {','.join(FLAGS.seeds)}") from None
     hp = config_lib.parse_cli_overrides(FLAGS.hp)
     run_specs(FLAGS.suite, seeds, FLAGS.threads, FLAGS.quick, hp)  # bad suite, preset or --hp: fail before any run
-    require_bench_extra(SUITES[FLAGS.suite])
+    libraries = runners(FLAGS.libs)
+    require_bench_extra(SUITES[FLAGS.suite], [name.strip().lower() for name in FLAGS.libs])
     out = REPO_ROOT / "runs" / "compare-quick" if FLAGS.quick else None
     docs = _path_flag(FLAGS.docs, out / "benchmarks.md" if out else REPO_ROOT / "docs" / "benchmarks.md")
     plot = _path_flag(FLAGS.plot, (out or REPO_ROOT / "docs" / "images") / f"compare-{FLAGS.suite}.png")
     results = _path_flag(FLAGS.results, (out or BENCHMARKS_DIR / "results") / f"compare-{FLAGS.suite}.jsonl")
     command = " ".join(["python", "benchmarks/compare.py", *sys.argv[1:]])
-    _, section = compare(FLAGS.suite, seeds, FLAGS.threads, FLAGS.quick, DEFAULT_PAIR, Outputs(docs, plot, results),
+    _, section = compare(FLAGS.suite, seeds, FLAGS.threads, FLAGS.quick, libraries, Outputs(docs, plot, results),
                          command, hp=hp, target_return=FLAGS.target_return,
                          measure_in_graph_floor=SUITES[FLAGS.suite].floor)
     print(section)

@@ -17,6 +17,9 @@ PPO's normalize_observations and normalize_rewards are SB3's VecNormalize (froze
 
 A hyperparameter SB3 cannot express (double DQN, n-step returns, ...) is an error, not a silent
 mismatch. Needs the bench extra: pip install 'tfrl[bench]'.
+
+--library=sbx trains SBX (Stable-Baselines-Jax: SB3's algorithms compiled with JAX) on the same translation
+(sbx_kwargs says where it differs), for DQN, PPO and SAC; extra bench-jax.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ def define_flags() -> None:
     """Only when run as a script, so that tests can import the translations without defining flags."""
     flags.DEFINE_string("spec", None, "JSON spec written by benchmarks/compare.py.")
     flags.DEFINE_string("run_dir", None, "Where metrics.jsonl goes.")
+    flags.DEFINE_enum("library", "sb3", ["sb3", "sbx"], "Stable-Baselines3 (PyTorch) or SBX (JAX).")
 
 
 def dqn_kwargs(hp: dict) -> dict:
@@ -89,10 +93,13 @@ def a2c_kwargs(hp: dict) -> dict:
     )
 
 
-def ppo_kwargs(hp: dict) -> dict:
-    """SB3 PPO arguments for tfrl PPOConfig fields; UsageError for settings SB3's PPO does not have."""
-    import torch
+def ppo_kwargs(hp: dict, activations: dict | None = None) -> dict:
+    """SB3 PPO arguments for tfrl PPOConfig fields; UsageError for settings SB3's PPO does not have. activations:
+    tfrl's activation names -> the library's (default: torch's modules, as SB3 takes them)."""
+    if activations is None:
+        import torch
 
+        activations = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}
     if hp["shared_torso"]:
         raise UsageError("SB3 (2.x) has no shared actor-critic torso; compare with shared_torso=false")
 
@@ -101,7 +108,7 @@ def ppo_kwargs(hp: dict) -> dict:
             return initial
         return lambda progress_remaining: progress_remaining * initial  # SB3's progress runs from 1 to 0
 
-    activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[hp["activation"]]
+    activation = activations[hp["activation"]]
     return dict(
         learning_rate=schedule(hp["learning_rate"], hp["lr_schedule"]), n_steps=hp["rollout_length"],
         batch_size=hp["batch_size"], n_epochs=hp["n_epochs"], gamma=hp["gamma"], gae_lambda=hp["gae_lambda"],
@@ -185,6 +192,63 @@ def sac_kwargs(hp: dict) -> dict:
     )
 
 
+def sbx_kwargs(agent: str, hp: dict) -> dict:
+    """SBX (Stable-Baselines-Jax) arguments: SB3's translation of the same settings, adapted where SBX differs.
+    DQN: SBX's has no max_grad_norm argument, so the global-norm clip is chained in front of its Adam. PPO: flax's
+    activations, and SB3's orthogonal init (SBX defaults to none). The networks' initial weights follow each
+    library's own scheme (tfrl's DQN presets for SB3 use PyTorch's; SBX keeps flax's)."""
+    if agent == "dqn":
+        import optax
+
+        kwargs = dqn_kwargs(hp)
+        clip, eps = kwargs.pop("max_grad_norm"), kwargs["policy_kwargs"].pop("optimizer_kwargs")["eps"]
+
+        def clipped_adam(learning_rate):
+            return optax.chain(optax.clip_by_global_norm(clip), optax.adam(learning_rate, eps=eps))
+
+        kwargs["policy_kwargs"]["optimizer_class"] = clipped_adam
+        return kwargs
+    if agent == "ppo":
+        import flax.linen
+
+        kwargs = ppo_kwargs(hp, {"tanh": flax.linen.tanh, "relu": flax.linen.relu})
+        kwargs["policy_kwargs"]["ortho_init"] = True
+        return kwargs
+    if agent == "sac":
+        return sac_kwargs(hp)
+    raise UsageError(f"the SBX comparison covers dqn, ppo and sac, not {agent}")
+
+
+def build_sbx_model(spec: dict):
+    """The SBX model and its greedy policy (SBX has no masked or recurrent PPO)."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    hp, seed, agent = spec["hparams"], spec["seed"], spec["agent"]
+    if has_action_masks(spec["env_id"]) or hp.get("lstm_units"):
+        raise UsageError("SBX has no masked or recurrent PPO; compare those with --libs=tfrl,sb3")
+    kwargs = sbx_kwargs(agent, hp)
+    # SBX imports tensorflow_probability's JAX substrate, which must not find TensorFlow (blocked in main).
+    sbx = cli.require_extra("sbx", "bench-jax", "the SBX runner")
+    env = make_vec_env(spec["env_id"], n_envs=hp["num_envs"], seed=seed)
+    normalize = lambda obs: obs  # noqa: E731
+    if agent == "ppo":
+        env, normalize = vec_normalize(env, hp)
+    model = {"dqn": sbx.DQN, "ppo": sbx.PPO, "sac": sbx.SAC}[agent]("MlpPolicy", env, seed=seed, **kwargs)
+    return env, model, lambda obs: model.predict(normalize(obs), deterministic=True)[0]
+
+
+def limit_jax_threads(threads: int) -> None:
+    """Before jax is imported: XLA's CPU client on one thread when threads is 1 (no Eigen thread pool), and the
+    process pinned to `threads` CPUs either way, so that SBX uses the cores tfrl and SB3 get."""
+    import os
+
+    if threads == 1:
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false "
+                                   "intra_op_parallelism_threads=1").strip()
+    available = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, available[:threads])
+
+
 MASK_KEY = "action_mask"
 
 
@@ -266,6 +330,8 @@ def main(argv):
     # (here it does: tfrl's environment). That would add TF's import time and ~400 MB to SB3's numbers,
     # which an SB3 user without TF never pays; TensorBoard falls back to its stub without it.
     sys.modules["tensorflow"] = None  # makes `import tensorflow` raise ImportError in this process
+    if FLAGS.library == "sbx":
+        limit_jax_threads(spec["threads"])
     torch = cli.require_extra("torch", "bench", "the Stable-Baselines3 runner")
     sb3 = cli.require_extra("stable_baselines3", "bench", "the Stable-Baselines3 runner")
     from stable_baselines3.common.callbacks import BaseCallback
@@ -312,7 +378,7 @@ def main(argv):
             self.episodes.clear()
             self.last_time, self.last_step = now, self.num_timesteps
 
-    env, model, greedy = build_model(spec, sb3)
+    env, model, greedy = build_sbx_model(spec) if FLAGS.library == "sbx" else build_model(spec, sb3)
     curve = TrainingCurve(hp["log_interval"])
     model.learn(total_timesteps=hp["total_env_steps"], callback=curve)
     if curve.last_step != model.num_timesteps:

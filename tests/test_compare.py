@@ -283,3 +283,64 @@ def test_the_masked_suite_gives_maskable_ppo_the_observation_without_its_mask(tm
                                  hide="sb3_contrib")
     assert completed.returncode == 2 and "sb3_contrib" in completed.stderr, completed.stderr
     assert "Traceback" not in completed.stderr and not (tmp_path / "b.md").exists()
+
+
+# --- a third library: SBX -------------------------------------------------------------------------------------
+
+def test_three_libraries_alternate_a_b_c_and_each_other_gets_its_ratio_and_difference(tmp_path):
+    order_log = tmp_path / "order.log"
+    trio = tuple(make_test_double(name, order_log) for name in ("a", "b", "c"))
+    records, section = compare.compare("sac-pendulum", [0, 1], threads=1, quick=False, pair=trio,
+                                       measure_in_graph_floor=False, target_return=12.5,
+                                       hp={"total_env_steps": "5000", "log_interval": "500"})
+    assert order_log.read_text().split("\n")[:-1] == ["a 0", "b 0", "c 0", "a 1", "b 1", "c 1"]
+    assert "### sac-pendulum: a against b and c" in section
+    assert "| metric | a | b | c | a/b per seed | a/c per seed |" in section
+    # The doubles train alike (1000 env steps/s, return 100 + seed): every ratio 1, every difference 0.
+    assert ("| training time (s) | 5.0 [5.0, 5.0] | 5.0 [5.0, 5.0] | 5.0 [5.0, 5.0] | 1.00 [1.00, 1.00] "
+            "| 1.00 [1.00, 1.00] |") in section
+    assert "| a - b: 0.0 [0.0, 0.0] | a - c: 0.0 [0.0, 0.0] |" in section
+    assert "| 1 | 2500 / 2.5 | 2500 / 2.5 | 2500 / 2.5 | 1.00 | 1.00 |" in section
+
+
+def test_libs_are_tfrl_first_then_others_each_once():
+    assert compare.runners(["tfrl", "sb3", "SBX"]) == (compare.TFRL, compare.SB3, compare.SBX)
+    for libs, message in [(["sb3", "tfrl"], "tfrl first"), (["tfrl"], "one or more others"),
+                          (["tfrl", "sb3", "sb3"], "each once"), (["tfrl", "rllib"], "unknown rllib")]:
+        with pytest.raises(UsageError, match=message):
+            compare.runners(libs)
+
+
+def test_cli_without_sbx_exits_2_naming_the_bench_jax_extra(tmp_path):
+    completed = _run_compare_cli(["--suite=sac-pendulum", "--quick", "--libs=tfrl,sb3,sbx",
+                                  f"--docs={tmp_path / 'b.md'}"], hide="sbx")
+    assert completed.returncode == 2, completed.stderr
+    assert "sbx" in completed.stderr and "pip install 'tfrl[bench-jax]'" in completed.stderr
+    assert "Traceback" not in completed.stderr and not (tmp_path / "b.md").exists()
+
+
+def test_sbx_arguments_are_sb3s_translation_adapted_where_sbx_differs(monkeypatch):
+    # Neither optax nor flax is a test dependency: stand-ins record what the runner builds.
+    optax = types.SimpleNamespace(clip_by_global_norm=lambda norm: ("clip", norm),
+                                  adam=lambda learning_rate, eps: ("adam", learning_rate, eps),
+                                  chain=lambda *parts: parts)
+    monkeypatch.setitem(sys.modules, "optax", optax)
+    linen = types.SimpleNamespace(tanh="flax tanh", relu="flax relu")
+    monkeypatch.setitem(sys.modules, "flax", types.SimpleNamespace(linen=linen))
+    monkeypatch.setitem(sys.modules, "flax.linen", linen)
+    dqn_hp = compare.run_specs("dqn-cartpole", [0], 1, False)[0].hparams
+    dqn = sb3_runner.sbx_kwargs("dqn", dqn_hp)
+    assert "max_grad_norm" not in dqn and dqn["learning_rate"] == 2.3e-3 and dqn["gradient_steps"] == 128
+    optimizer = dqn["policy_kwargs"]["optimizer_class"]
+    # SB3's clip (10) in front of Adam with torch's epsilon, at the learning rate SBX passes in.
+    assert optimizer(learning_rate=0.5) == (("clip", 10.0), ("adam", 0.5, 1e-8))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(nn=types.SimpleNamespace(Tanh="Tanh", ReLU="ReLU")))
+    ppo_hp = compare.run_specs("ppo-pendulum", [0], 1, False)[0].hparams
+    ppo = sb3_runner.sbx_kwargs("ppo", ppo_hp)
+    assert ppo["policy_kwargs"]["activation_fn"] == "flax tanh" and ppo["policy_kwargs"]["ortho_init"] is True
+    assert {k: v for k, v in ppo.items() if k != "policy_kwargs"} == {
+        k: v for k, v in sb3_runner.ppo_kwargs(ppo_hp).items() if k != "policy_kwargs"}
+    sac_hp = compare.run_specs("sac-pendulum", [0], 1, False)[0].hparams
+    assert sb3_runner.sbx_kwargs("sac", sac_hp) == sb3_runner.sac_kwargs(sac_hp)
+    with pytest.raises(UsageError, match="not a2c"):
+        sb3_runner.sbx_kwargs("a2c", compare.run_specs("a2c-cartpole", [0], 1, False)[0].hparams)
