@@ -341,8 +341,11 @@ def measure_floor(spec: RunSpec, calls: int, repeats: int) -> dict:
     import dqn_train_step  # noqa: E402
     from tfrl import runtime as runtime_lib
 
-    runtime = runtime_lib.apply(runtime_lib.RuntimeOptions(intra_op_threads=spec.threads,
-                                                           inter_op_threads=spec.threads))
+    from tfrl import launch
+
+    preset = presets.find(spec.agent, spec.env_id, spec.preset, dirs=[CONFIG_DIR])
+    runtime = runtime_lib.apply(launch.resolved_runtime(  # XLA and precision as the run's train.py resolves them
+        runtime_lib.RuntimeOptions(intra_op_threads=spec.threads, inter_op_threads=spec.threads), preset.runtime))
     config = config_lib.apply_overrides(config_class(spec.agent)(), spec.hparams, "spec")
     info = _env_info(spec.env_id)
     rng = np.random.default_rng(0)
@@ -375,6 +378,7 @@ def measure_floor(spec: RunSpec, calls: int, repeats: int) -> dict:
         wall, cpu = dqn_train_step.time_calls(lambda: learner.update(rollout), calls, repeats)
         steps_per_call, run_steps = 1, -(-config.total_env_steps // b)
     return {"steps_per_call": steps_per_call, "ms_per_step": wall / steps_per_call * 1e3,
+            "precision": runtime.options.mixed_precision, "xla": runtime.options.xla,
             "cpu_ms_per_step": cpu / steps_per_call * 1e3, "run_gradient_steps": run_steps,
             "run_floor_s": wall / steps_per_call * run_steps}
 
@@ -470,7 +474,8 @@ def target_table(records: Sequence[dict], names: Sequence[str], target: float) -
 def floor_lines(floor: dict, records: Sequence[dict], names: Sequence[str]) -> str:
     call = (f"K={floor['steps_per_call']} gradient steps per `tf.function` call" if floor["steps_per_call"] > 1
             else "one update per call")
-    lines = [f"In-graph floor (tfrl's train step alone on random batches, {call}): "
+    settings = (f", {floor['precision']}, XLA {'on' if floor['xla'] else 'off'}" if "precision" in floor else "")
+    lines = [f"In-graph floor (tfrl's train step alone on random batches, {call}{settings}): "
              f"{floor['ms_per_step']:.3f} ms wall ({floor['cpu_ms_per_step']:.3f} ms CPU) per gradient step; "
              f"the run's {floor['run_gradient_steps']} gradient steps take {floor['run_floor_s']:.1f} s at that rate."]
     for name in names:

@@ -39,6 +39,8 @@ def _run(script, args, no_tensorflow):
     ("train.py", ["--agent=dqn", "--env=Pendulum-v1"], 2, "--agent=dqn acts in discrete action spaces"),
     ("train.py", ["--agent=dqn", "--env=CartPole-v1", "--preset=nope"], 2, "no preset named 'nope'"),
     ("train.py", ["--agent=dqn", "--env=CartPole-v1", "--hp=batch_size=x"], 2, "is not a valid int"),
+    # sac-pendulum's cpu_bfloat16 asks whether a GPU is visible (TF) only once the input passed its checks
+    ("train.py", ["--agent=sac", "--env=Pendulum-v1", "--hp=batch_size=x"], 2, "is not a valid int"),
     ("train.py", ["--agent=dqn", "--env=CartPole-v1", "--mixed_precision=fp8"], 2, "--mixed_precision: unknown policy"),
     ("serve.py", ["--help"], 0, "--rest_api_port"),
     ("serve.py", ["--model_name=m"], 2, "--model_name and --model_base_path are required"),
@@ -83,8 +85,40 @@ def test_a_preset_chooses_xla_unless_the_user_did(tmp_path):
     assert xla(preset="dqn-lunarlander-sb3zoo") is False and xla(preset="none") is False
     bad = tmp_path / "bad.json"
     bad.write_text('{"agent": "dqn", "env_ids": [], "description": "", "hparams": {}, "runtime": {"device": "gpu"}}')
-    with pytest.raises(UsageError, match="runtime must be an object of \\['xla'\\]"):
+    with pytest.raises(UsageError, match="runtime must be an object of \\['cpu_bfloat16', 'xla'\\]"):
         xla(preset=str(bad))
+
+
+@pytest.mark.parametrize("flags, options, expected", [
+    (("avx512_bf16",), {"device": "cpu"}, "mixed_bfloat16"),  # tfrl/presets/sac-pendulum.json: cpu_bfloat16
+    (("amx_bf16", "avx512_bf16"), {"visible_gpus": ""}, "mixed_bfloat16"),  # auto with no GPU: the CPU
+    ((), {"device": "cpu"}, "float32"),  # no bfloat16 instructions
+    (("avx512_bf16",), {"device": "gpu"}, "float32"),  # the train step is not on the CPU
+    (("avx512_bf16",), {"device": "cpu", "mixed_precision": "float32"}, "float32"),  # the user's flag wins
+    ((), {"device": "cpu", "mixed_precision": "mixed_bfloat16"}, "mixed_bfloat16"),
+])
+def test_a_preset_chooses_bfloat16_on_a_cpu_with_bfloat16_instructions(monkeypatch, flags, options, expected):
+    from tfrl import cpu_features
+    from tfrl.runtime import RuntimeOptions
+
+    monkeypatch.setattr(cpu_features, "bf16_flags", lambda: flags)
+    request = launch.TrainRequest(agent="sac", env="Pendulum-v1", runtime=RuntimeOptions(**options))
+    assert launch.prepare(request).record.runtime.mixed_precision == expected
+    other = launch.TrainRequest(agent="sac", env="Pendulum-v1", preset="none", runtime=RuntimeOptions(**options))
+    assert launch.prepare(other).record.runtime.mixed_precision == options.get("mixed_precision", "float32")
+
+
+def test_a_resumed_run_keeps_its_precision(monkeypatch):
+    from tfrl import cpu_features
+    from tfrl.runtime import RuntimeOptions
+
+    monkeypatch.setattr(cpu_features, "bf16_flags", lambda: ("avx512_bf16",))
+    cpu = RuntimeOptions(device="cpu")
+    assert launch.resolved_runtime(cpu, {"xla": False, "mixed_precision": "float32"}).mixed_precision == "float32"
+    monkeypatch.setattr(cpu_features, "bf16_flags", lambda: ())  # resumed on a machine without bfloat16
+    saved = {"xla": True, "mixed_precision": "mixed_bfloat16"}
+    assert launch.resolved_runtime(cpu, saved) == RuntimeOptions(device="cpu", xla=True,
+                                                                 mixed_precision="mixed_bfloat16")
 
 
 def test_prepare_writes_nothing_and_names_the_first_problem(tmp_path):

@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from absl import logging
 
-from tfrl import agents, cli, config as config_lib, distribute, envpool_vector, envs, runs
+from tfrl import agents, cli, config as config_lib, cpu_features, distribute, envpool_vector, envs, runs
 from tfrl import presets, run_finder, runtime as runtime_lib, shutdown, warm_start
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
@@ -129,18 +129,18 @@ def _record(request: TrainRequest, spec: agents.Agent, env: envs.EnvSpec, info: 
     """The run's record (config.json): preset, hyperparameters and runtime options resolved and checked."""
     if request.resume:
         config, preset_name = saved.config, saved.preset  # as saved, even if the presets changed since
-        runtime = _resolved_runtime(request.runtime, {"xla": saved.runtime.xla})
+        runtime_defaults = {"xla": saved.runtime.xla, "mixed_precision": saved.runtime.mixed_precision}
     else:
-        config, preset_name, preset_runtime = _preset_config(request, spec, env)
-        runtime = _resolved_runtime(request.runtime, preset_runtime)
+        config, preset_name, runtime_defaults = _preset_config(request, spec, env)
     config = config_lib.apply_overrides(config, request.hp, "--hp")
     spec.check_env(info, config)
     spec.check_memory(config, info, request.vector_mode)
-    runtime_lib.validate_options(runtime)
+    runtime_lib.validate_options(request.runtime)
     if request.run_dir is not None:
         cli.check_output_dir("run_dir", request.run_dir)
     if request.export and request.export_base_path is not None:
         cli.check_output_dir("export_base_path", request.export_base_path)
+    runtime = resolved_runtime(request.runtime, runtime_defaults)  # may list the GPUs, importing TF: checks first
     return runs.RunRecord(agent=request.agent, env_id=env.name, seed=request.seed, config=config,
                           runtime=runtime, env_arg=_env_arg(request.env), env_kwargs=dict(env.kwargs),
                           preset=preset_name, vector_mode=request.vector_mode,
@@ -283,12 +283,20 @@ def _preset_config(request: TrainRequest, spec: agents.Agent, env: envs.EnvSpec)
     return config, preset.name, preset.runtime
 
 
-def _resolved_runtime(options: runtime_lib.RuntimeOptions, defaults: Mapping[str, Any]) -> runtime_lib.RuntimeOptions:
-    """`options` with each option the user left unset (None) taken from `defaults` (the preset's, or the resumed
-    run's), else off."""
-    if options.xla is not None:
-        return options
-    return dataclasses.replace(options, xla=bool(defaults.get("xla", False)))
+def resolved_runtime(options: runtime_lib.RuntimeOptions, defaults: Mapping[str, Any]) -> runtime_lib.RuntimeOptions:
+    """`options` with each option the user left unset (None) taken from `defaults` (the preset's runtime, or the
+    resumed run's options), else off / float32. A preset's cpu_bfloat16 means mixed_bfloat16 when the train
+    step runs on a CPU with bfloat16 instructions (tfrl.cpu_features), float32 elsewhere."""
+    xla = options.xla if options.xla is not None else bool(defaults.get("xla", False))
+    precision = options.mixed_precision or defaults.get("mixed_precision")
+    if precision is None:
+        bfloat16 = (defaults.get("cpu_bfloat16", False) and runtime_lib.trains_on_cpu(options)
+                    and bool(cpu_features.bf16_flags()))
+        precision = "mixed_bfloat16" if bfloat16 else "float32"
+        if bfloat16:
+            logging.info("mixed_bfloat16, as the preset asks on a CPU with %s (--mixed_precision=float32 to "
+                         "turn it off)", " and ".join(cpu_features.bf16_flags()))
+    return dataclasses.replace(options, xla=xla, mixed_precision=precision)
 
 
 def _env_arg(env: Any) -> str | None:

@@ -48,7 +48,7 @@ def cnn_precision_advice(runtime, cpu_bf16: tuple[str, ...]) -> list[str]:
     if runtime.options.xla:
         advice.append("--xla with a CNN on a CPU: XLA's CPU convolutions make the train step many times slower; "
                       "use --noxla (docs/benchmarks.md)")
-    if runtime.options.mixed_precision == "float32" and cpu_bf16:
+    if runtime.options.mixed_precision in (None, "float32") and cpu_bf16:
         advice.append("this CPU has bfloat16 instructions: --mixed_precision=mixed_bfloat16 trains a CNN faster "
                       "than float32, with the same loss to 4 digits (docs/benchmarks.md)")
     return advice

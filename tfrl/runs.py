@@ -64,7 +64,7 @@ class RunRecord:
     @property
     def mixed_precision(self) -> str:
         """The precision policy: it changes the optimizer's checkpoint structure (loss scaling)."""
-        return self.runtime.mixed_precision
+        return self.runtime.mixed_precision or "float32"  # unset: the default
 
     def differences(self, other: RunRecord, ignore: tuple[str, ...] = ()) -> list[str]:
         """Human-readable "field: mine != other's" for each difference that makes another run; empty if none.

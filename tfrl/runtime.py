@@ -53,8 +53,9 @@ class RuntimeOptions:
     """Allocate GPU memory on demand instead of reserving it all at start-up (each visible GPU)."""
     gpu_memory_limit_mb: int | None = None
     """Memory cap per visible GPU, in MiB; unset = no cap. Not combinable with --memory_growth."""
-    mixed_precision: str = "float32"
-    """Keras dtype policy: float32, mixed_float16 (turns on loss scaling) or mixed_bfloat16."""
+    mixed_precision: str | None = None
+    """Keras dtype policy: float32, mixed_float16 (turns on loss scaling) or mixed_bfloat16. Unset: as the preset
+    says (sac-pendulum: mixed_bfloat16 when it trains on a CPU with bfloat16 instructions), else float32."""
     xla: bool | None = None
     """Compile the train step with XLA (jit_compile). Unset: as the preset says (the dqn-lunarlander preset turns
     it on), else off; --noxla turns it off."""
@@ -120,7 +121,7 @@ def _parse_visible_gpus(visible_gpus: str | None) -> list[int] | None:
 def validate_options(options: RuntimeOptions) -> None:
     """Checks that need no TF device initialization; raises RuntimeConfigError or DistributeConfigError."""
     kind, index = _parse_device(options.device)
-    if options.mixed_precision not in PRECISION_POLICIES:
+    if options.mixed_precision not in (None, *PRECISION_POLICIES):
         raise RuntimeConfigError(
             f"--mixed_precision: unknown policy {options.mixed_precision!r}; "
             f"choose one of {', '.join(PRECISION_POLICIES)}"
@@ -246,6 +247,15 @@ def _set_logical_cpus(logical_cpus: int) -> None:
         )
 
 
+def trains_on_cpu(options: RuntimeOptions) -> bool:
+    """Whether the train step will run on a CPU: --device=cpu[:N], or auto with no GPU visible. Lists the physical
+    GPUs only, which leaves the TF runtime uninitialized (apply can still configure it)."""
+    kind, _ = _parse_device(options.device)
+    if kind != "auto":
+        return kind == "cpu"
+    return options.visible_gpus == "" or not tf.config.list_physical_devices("GPU")
+
+
 def _resolve_device(device: str) -> str:
     """"auto" / "gpu:1" / ... -> a logical device name such as "/device:GPU:1"."""
     kind, index = _parse_device(device)
@@ -353,8 +363,11 @@ def pluggable_devices() -> list[str]:
 
 
 def apply(options: RuntimeOptions) -> Runtime:
-    """Validates and applies `options` to this process's TF; call before any TF op."""
+    """Validates and applies `options` to this process's TF; call before any TF op. Options left unset take
+    their defaults (float32, XLA off)."""
     validate_options(options)
+    options = dataclasses.replace(options, mixed_precision=options.mixed_precision or "float32",
+                                  xla=bool(options.xla))
     cluster = _cluster_task(options)
     _set_threads(options)
     gpus = _set_visible_gpus(options.visible_gpus)

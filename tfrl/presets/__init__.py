@@ -3,6 +3,9 @@
     {"agent": "dqn", "env_ids": ["LunarLander-v2", "LunarLander-v3"],
      "description": "...", "hparams": {"learning_rate": 6.3e-4, ...}, "runtime": {"xla": true}}
 
+"runtime" sets defaults of runtime flags a user leaves unset: "xla", and "cpu_bfloat16" (mixed_bfloat16 when the
+train step runs on a CPU with bfloat16 instructions).
+
 The built-in presets are this package's data (found through importlib.resources, so an installed wheel has
 them). A user's folder of presets (`--config_dir`, `tfrl.train(config_dir=...)`) is searched first: a file
 there with a built-in's name takes its place. "auto" picks, among the presets for the agent that list the env,
@@ -35,12 +38,14 @@ class Preset:
     env_ids: tuple[str, ...]
     description: str
     hparams: Mapping[str, Any]
-    runtime: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # defaults of runtime flags: {"xla": bool}
+    runtime: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # {"xla": bool, "cpu_bfloat16": bool}
     source: str = ""  # where it was read from
 
 
 _KEYS = {"agent", "env_ids", "description", "hparams"}
-_RUNTIME_KEYS = {"xla"}  # runtime options a preset may choose; a flag given by the user wins
+# Runtime defaults a preset may choose (a flag given by the user wins): xla turns XLA on; cpu_bfloat16 picks
+# mixed_bfloat16 when the train step runs on a CPU with bfloat16 instructions (tfrl.launch).
+_RUNTIME_KEYS = {"xla", "cpu_bfloat16"}
 
 
 def builtin_dir():

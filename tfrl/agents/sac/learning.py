@@ -7,14 +7,17 @@ Gaussian with a state-dependent mean and log std (clipped to [-20, 2], as SB3):
     log pi(a|s) = sum_d [log N(u_d; mean_d, std_d) - log(1 - tanh(u_d)^2)]
                 with log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), exact and stable
 
-One gradient step, in SB3's order (its temperature value is the one before its own update):
+One gradient step, SB3's (all three losses use alpha as it was before the step's temperature update):
 
     alpha = exp(log_alpha)
-    temperature_loss = -mean(log_alpha * (log pi(a|s) + target_entropy))          a ~ pi(.|s)
     y = r + discount * (min_i Q_target_i(s', a') - alpha * log pi(a'|s'))          a' ~ pi(.|s')
     critic_loss = 0.5 * (mean((Q_1(s, a_replay) - y)^2) + mean((Q_2(s, a_replay) - y)^2))
-    actor_loss = mean(alpha * log pi(a|s) - min_i Q_i(s, a))                        with the updated Q_i
+    actor_loss = mean(alpha * log pi(a|s) - min_i Q_i(s, a))                        a ~ pi(.|s), the updated Q_i
+    temperature_loss = -mean(log_alpha * (log pi(a|s) + target_entropy))          the same a and log pi
     Q_target_i <- tau * Q_i + (1 - tau) * Q_target_i
+
+The actor's pass on s serves both the actor and the temperature loss: the critic update between them leaves
+the actor unchanged, so log pi(a|s) is the same (SB3 computes it once too).
 
 discount holds gamma and the termination mask (tfrl.replay). The noise comes in with the batch, drawn in NumPy,
 so a call is a pure function of its inputs and the variables (reproducible, also under XLA).
@@ -98,8 +101,8 @@ class SACLearner:
             "reward": ((), tf.float32), "discount": ((), tf.float32), "noise_next": ((size,), tf.float32),
             "noise": ((size,), tf.float32)})
         self.output = train_step.OutputLayout(METRICS, self.actor.trainable_variables)
-        self._critic_gradients = self._placement.batch_gradients(self._critic_and_temperature_gradients)
-        self._actor_gradients = self._placement.batch_gradients(self._actor_gradients_of)
+        self._critic_gradients = self._placement.batch_gradients(self._critic_gradients_of)
+        self._actor_gradients = self._placement.batch_gradients(self._actor_and_temperature_gradients)
         self.train_step = self._placement.compile(self._train_step, [
             tf.TensorSpec([None, None, self.rows.width], tf.float32)])  # packed transitions and noise [K, B, F]
         self._call = train_step.concrete_call(self.train_step)
@@ -157,17 +160,16 @@ class SACLearner:
     def _gradient_step(self, b):
         """One SAC step on one batch [B] -> (its METRICS [6], its numerics flags)."""
         self._alpha_used.assign(tf.exp(self.log_alpha))
-        grads, terms = self._critic_gradients(b["obs"], b["action"], b["reward"], b["discount"], b["next_obs"],
-                                              b["noise_next"], b["noise"])
-        critic_grads, temperature_grads = grads
+        critic_grads, terms = self._critic_gradients(b["obs"], b["action"], b["reward"], b["discount"],
+                                                     b["next_obs"], b["noise_next"])
         flags = train_step.apply_gradients(self.critic_optimizer, critic_grads, self.critic_variables,
                                            terms["critic_loss"], terms["outputs_sum"])
-        if self.config.learn_temperature:
-            self.temperature_optimizer.apply(temperature_grads, [self.log_alpha])
-        actor_grads, actor_terms = self._actor_gradients(b["obs"], b["noise"])
+        (actor_grads, temperature_grads), actor_terms = self._actor_gradients(b["obs"], b["noise"])
         flags = tf.bitwise.bitwise_or(flags, train_step.apply_gradients(
             self.actor_optimizer, actor_grads, self.actor.trainable_variables, actor_terms["actor_loss"],
             actor_terms["outputs_sum"]))
+        if self.config.learn_temperature:
+            self.temperature_optimizer.apply(temperature_grads, [self.log_alpha])
         tau = self.config.target_update_tau
         for target, critic in zip(self.targets, self.critics):
             for target_var, var in zip(target.trainable_variables, critic.trainable_variables):
@@ -180,33 +182,33 @@ class SACLearner:
         mean, log_std = tf.split(self.actor(obs, training=True), 2, axis=-1)
         return squashed_gaussian(mean, log_std, noise)
 
-    def _critic_and_temperature_gradients(self, obs, action, reward, discount, next_obs, noise_next, noise):
-        """((critic gradients, [log_alpha gradient]), terms) of one batch (or a replica's shard)."""
+    def _critic_gradients_of(self, obs, action, reward, discount, next_obs, noise_next):
+        """(critic gradients, terms) of one batch (or a replica's shard)."""
         alpha = self._alpha_used
-        _, log_prob = self._policy(obs, noise)
         next_action, next_log_prob = self._policy(next_obs, noise_next)
         targets = soft_td_targets(reward, discount, self.targets[0]([next_obs, next_action]),
                                   self.targets[1]([next_obs, next_action]), next_log_prob, alpha)
-        with tf.GradientTape(persistent=True) as tape:
+        with tf.GradientTape() as tape:
             q1, q2 = (critic([obs, action], training=True) for critic in self.critics)
             loss = critic_loss(q1, q2, targets)
             scaled = self.critic_optimizer.scale_loss(loss)
-            t_loss = temperature_loss(self.log_alpha, log_prob, self.target_entropy)
-            scaled_t = self.temperature_optimizer.scale_loss(t_loss)
-        grads = (tape.gradient(scaled, self.critic_variables), tape.gradient(scaled_t, [self.log_alpha]))
-        del tape
-        terms = {"critic_loss": loss, "temperature_loss": t_loss, "entropy": -tf.reduce_mean(log_prob),
-                 "q_mean": 0.5 * (tf.reduce_mean(q1) + tf.reduce_mean(q2)),
+        terms = {"critic_loss": loss, "q_mean": 0.5 * (tf.reduce_mean(q1) + tf.reduce_mean(q2)),
                  "outputs_sum": tf.reduce_sum(q1) + tf.reduce_sum(q2) + tf.reduce_sum(targets)}
-        return grads, terms
+        return tape.gradient(scaled, self.critic_variables), terms
 
-    def _actor_gradients_of(self, obs, noise):
-        """(actor gradients, {"actor_loss", "outputs_sum"}) of one batch (or shard), with the updated critics."""
+    def _actor_and_temperature_gradients(self, obs, noise):
+        """((actor gradients, [log_alpha gradient]), terms) of one batch (or shard), with the updated critics."""
         with tf.GradientTape() as tape:
             action, log_prob = self._policy(obs, noise)
             q1, q2 = (critic([obs, action]) for critic in self.critics)
             loss = actor_loss(log_prob, q1, q2, self._alpha_used)
             scaled = self.actor_optimizer.scale_loss(loss)
-        outputs_sum = tf.reduce_sum(action) + tf.reduce_sum(log_prob)
-        return tape.gradient(scaled, self.actor.trainable_variables), {"actor_loss": loss, "outputs_sum": outputs_sum}
+        with tf.GradientTape() as temperature_tape:
+            t_loss = temperature_loss(self.log_alpha, log_prob, self.target_entropy)
+            scaled_t = self.temperature_optimizer.scale_loss(t_loss)
+        grads = (tape.gradient(scaled, self.actor.trainable_variables),
+                 temperature_tape.gradient(scaled_t, [self.log_alpha]))
+        terms = {"actor_loss": loss, "temperature_loss": t_loss, "entropy": -tf.reduce_mean(log_prob),
+                 "outputs_sum": tf.reduce_sum(action) + tf.reduce_sum(log_prob)}
+        return grads, terms
 
