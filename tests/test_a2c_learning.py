@@ -354,3 +354,36 @@ def test_a_poisoned_value_weight_is_reported_as_non_finite_outputs():
     with pytest.raises(numerics.NonFiniteError) as raised:
         _train(learner, **TINY_BATCH, learning_rate=1e-3)
     assert "policy logits or values" in raised.value.tensors
+
+
+def test_the_learner_rewards_are_scaled_in_time_order_then_bootstrapped_where_truncated():
+    """RolloutStorage.finish turns what collect_steps recorded into the learner's rewards: T=2 steps of N=2 envs,
+    env 1 truncated at t=0 with V(final obs) = 5, env 0 terminated at t=1, gamma = 0.5."""
+    from types import SimpleNamespace
+
+    from tfrl.agents.actor_critic.networks import make_head
+    from tfrl.agents.actor_critic.rollout import RolloutStorage
+    from tfrl.envs import EnvInfo
+    from tfrl.normalization import RewardScaler
+
+    head = make_head(EnvInfo("Two-v0", (1,), 2))
+    storage = RolloutStorage(2, 2, (1,), head)
+    steps = [SimpleNamespace(reward=np.array([1.0, 2.0]), terminated=np.array([False, False]),
+                             truncated=np.array([False, True]), done=np.array([False, True])),
+             SimpleNamespace(reward=np.array([3.0, 4.0]), terminated=np.array([True, False]),
+                             truncated=np.array([False, False]), done=np.array([True, False]))]
+    final_values = [np.array([0.0, 5.0], np.float32), None]
+    for t, step in enumerate(steps):
+        storage.record(t, step, np.zeros((2, 1), np.float32), np.zeros(2, np.int32), np.zeros(2, np.float32),
+                       np.zeros((2, 2), np.float32), final_values[t], None)
+    storage.finish(np.zeros(2, np.float32), 0.5, 1.0, head, 0)
+    np.testing.assert_array_equal(storage.rewards, [[1.0, 2.0 + 0.5 * 5.0], [3.0, 4.0]])
+    assert storage.env_rewards.dtype == np.float64  # the env's dtype, for the scaler's arithmetic
+
+    scaler, by_hand = RewardScaler(2, 0.5, 10.0), RewardScaler(2, 0.5, 10.0)
+    storage.finish(np.zeros(2, np.float32), 0.5, 1.0, head, 0, scaler)
+    first = by_hand.scale(np.array([1.0, 2.0]), steps[0].done)
+    second = by_hand.scale(np.array([3.0, 4.0]), steps[1].done)
+    np.testing.assert_array_equal(storage.rewards, [[first[0], first[1] + 0.5 * 5.0], second])
+    np.testing.assert_array_equal(scaler.returns, by_hand.returns)
+    np.testing.assert_array_equal(by_hand.returns, [0.0, 4.0])  # G restarts where each episode ended

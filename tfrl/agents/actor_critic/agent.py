@@ -1,7 +1,7 @@
 """The actor-critic agent (A2C, PPO): collect a rollout on the vector env, then hand it to the learner.
 
 collect: rollout_length vector steps of num_envs envs, acting with a NumPy mirror of the network (no TF
-call). A time-limit truncation bootstraps from V(the episode's last obs) through the reward
+call; tfrl.agents.actor_critic.collection), then what needs the whole rollout in time order (RolloutStorage.finish). A time-limit truncation bootstraps from V(the episode's last obs) through the reward
 (tfrl.agents.actor_critic.advantages); V(s_T) bootstraps the rollout's end. The advantages and
 log pi_old(a|s) are computed in NumPy once per rollout.
 train: one learner update, one TF call (A2C: one gradient step; PPO: n_epochs passes of minibatch steps),
@@ -25,7 +25,7 @@ from tfrl import networks, normalization
 from tfrl.agents.actor_critic import policy as ac_policy
 from tfrl.agents.actor_critic import recurrent
 from tfrl.agents.actor_critic.actor import ActorCriticActor, RecurrentActor
-from tfrl.agents.actor_critic.advantages import bootstrap_truncated
+from tfrl.agents.actor_critic.collection import collect_steps
 from tfrl.agents.actor_critic.config import ActorCriticConfig
 from tfrl.agents.actor_critic.rollout import Rollout, RolloutStorage
 from tfrl.agents.core import rng_state, set_rng_state
@@ -56,20 +56,9 @@ class ActorCriticAgent:
 
     def collect(self, env: VectorStepper) -> None:
         start_env_step = env.env_step
-        for t in range(self.config.rollout_length):
-            obs = self._obs_normalizer.observe(env.obs)
-            action, value, policy_params = self.actor.act(obs)
-            step = env.step(self.learner.head.env_action(action))
-            reward = step.reward if self._reward_scaler is None else self._reward_scaler.scale(step.reward, step.done)
-            if step.truncated.any():
-                # A time-limit truncation is no terminal state: bootstrap from V(the episode's last obs).
-                reward = bootstrap_truncated(reward, step.terminated, step.truncated,
-                                             self.actor.value(self._obs_normalizer(step.final_obs())), self.config.gamma)
-            self.actor.episodes_ended(step.done)
-            self._storage.record(t, step, obs, action, value, policy_params, reward, self.actor.memory())
-        last_value = self.actor.value(self._obs_normalizer(env.obs))  # V(s_T) [N]; s_T is observed at the next step
+        last_value = collect_steps(env, self.actor, self._obs_normalizer, self.learner.head, self._storage)
         self._rollout = self._storage.finish(last_value, self.config.gamma, self.config.gae_lambda,
-                                             self.learner.head, start_env_step)
+                                             self.learner.head, start_env_step, self._reward_scaler)
 
     def train(self, env_step: int) -> None:
         del env_step  # every rollout is trained on

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Sequence
 
 import numpy as np
 
 from tfrl.agents.actor_critic import advantages as advantages_lib
 from tfrl.envs import VectorStep
+
+if TYPE_CHECKING:  # the type only: storing a rollout needs no Keras
+    from tfrl.normalization import RewardScaler
 
 
 class Rollout(NamedTuple):
@@ -32,16 +35,22 @@ class Rollout(NamedTuple):
 
 
 class RolloutStorage:
-    """The [T, N] arrays one rollout fills, reused from rollout to rollout."""
+    """The [T, N] arrays one rollout fills, reused from rollout to rollout: what the steps gave (record), then
+    the learner's rewards, advantages and value targets (finish)."""
 
     def __init__(self, rollout_length: int, num_envs: int, obs_shape: Sequence[int], head,
                  obs_dtype: str = "float32", state_size: int = 0):
         t, n = rollout_length, num_envs
+        self.rollout_length = rollout_length
         self.obs = np.zeros((t, n, *obs_shape), obs_dtype)  # s_t
         action_shape = tuple(head.action_spec.shape[1:])
         self.actions = np.zeros((t, n, *action_shape), head.action_spec.dtype.as_numpy_dtype)  # a_t
         num_policy_params = head.num_params
-        self.rewards = np.zeros((t, n), np.float32)  # r_t (+ gamma V(final obs) if truncated)
+        self.env_rewards = np.zeros((t, n), np.float64)  # r_t as the env gave it (its dtype: see record)
+        self.terminated = np.zeros((t, n), bool)
+        self.truncated = np.zeros((t, n), bool)
+        self.final_values = np.zeros((t, n), np.float32)  # V(final obs) where truncated at t, else 0
+        self.rewards = np.zeros((t, n), np.float32)  # the learner's r_t: scaled, + gamma V(final obs) if truncated
         self.dones = np.zeros((t, n), np.float32)  # 1 if the episode ended at t
         self.values = np.zeros((t, n), np.float32)  # V(s_t)
         self.policy_params = np.zeros((t, n, num_policy_params), np.float32)  # what a_t was sampled from
@@ -51,22 +60,31 @@ class RolloutStorage:
         self.starts = np.zeros((t, n), np.float32) if state_size else None
 
     def record(self, t: int, step: VectorStep, obs: np.ndarray, action: np.ndarray, value: np.ndarray,
-               policy_params: np.ndarray, reward: np.ndarray, memory: tuple[np.ndarray, np.ndarray] | None) -> None:
-        """Step t: the env step, s_t and r_t as the learner sees them (normalized, when the agent normalizes), a_t
-        as sampled (not as the env got it, clipped), V(s_t), the policy params a_t was sampled from and, with
-        memory, (the state the actor stepped from, its episode-start flags)."""
+               policy_params: np.ndarray, final_values: np.ndarray | None,
+               memory: tuple[np.ndarray, np.ndarray] | None) -> None:
+        """Step t: the env step (its raw rewards and flags), s_t as the learner sees it (normalized, when the agent
+        normalizes), a_t as sampled (not as the env got it, clipped), V(s_t), the policy params a_t was sampled
+        from, V(final obs) [N] if an episode was truncated (else None) and, with memory, (the state the actor
+        stepped from, its episode-start flags)."""
         if memory is not None:
             self.states[t], self.starts[t] = memory
+        if self.env_rewards.dtype != step.reward.dtype:  # the scaler's arithmetic runs in the env's dtype
+            self.env_rewards = np.zeros(self.env_rewards.shape, step.reward.dtype)
         self.obs[t] = obs
         self.actions[t] = action
         self.values[t] = value
         self.policy_params[t] = policy_params
-        self.rewards[t] = reward
+        self.env_rewards[t] = step.reward
+        self.terminated[t], self.truncated[t] = step.terminated, step.truncated
+        self.final_values[t] = 0.0 if final_values is None else final_values
         self.dones[t] = step.done
 
-    def finish(self, last_value: np.ndarray, gamma: float, gae_lambda: float, head,
-               start_env_step: int) -> Rollout:
-        """The flattened Rollout, given V(s_T) [N], the value of the observation after the last step."""
+    def finish(self, last_value: np.ndarray, gamma: float, gae_lambda: float, head, start_env_step: int,
+               reward_scaler: RewardScaler | None = None) -> Rollout:
+        """The flattened Rollout, given V(s_T) [N], the value of the observation after the last step. The
+        rewards pass the scaler (if any) in time order, then a time-limit truncation bootstraps from V(the
+        episode's last obs) (tfrl.agents.actor_critic.advantages)."""
+        self._learner_rewards(reward_scaler, gamma)
         advantages, self.returns = advantages_lib.n_step_advantages(self.rewards, self.values, self.dones,
                                                                     last_value, gamma, gae_lambda)  # [T, N]
         rows = self.actions.shape[0] * self.actions.shape[1]
@@ -77,6 +95,15 @@ class RolloutStorage:
                                                  "starts": self.starts.reshape(-1)}
         return Rollout(self.obs.reshape(len(actions), *self.obs.shape[2:]), actions, advantages.reshape(-1),
                        self.returns.reshape(-1), log_probs, start_env_step, **memory)
+
+    def _learner_rewards(self, reward_scaler: RewardScaler | None, gamma: float) -> None:
+        for t in range(self.rollout_length):
+            done = self.terminated[t] | self.truncated[t]
+            reward = self.env_rewards[t] if reward_scaler is None else reward_scaler.scale(self.env_rewards[t], done)
+            if self.truncated[t].any():
+                reward = advantages_lib.bootstrap_truncated(reward, self.terminated[t], self.truncated[t],
+                                                            self.final_values[t], gamma)
+            self.rewards[t] = reward
 
     def explained_variance(self) -> float:
         """Of V(s_t) for the last rollout's value targets."""
