@@ -20,6 +20,10 @@ class ActorCriticActor:
         self._head = head
         self._rng = np.random.default_rng(seed)
 
+    def use(self, mirror: NumpyActorCritic) -> None:
+        """Acts with `mirror` from now on (a copy of newer weights, as a rollout worker receives them)."""
+        self._mirror = mirror
+
     @property
     def rng(self) -> np.random.Generator:
         """The sampling RNG (its state is checkpointed)."""
