@@ -10,9 +10,9 @@ from tfrl.agents.actor_critic.actor import ActorCriticActor
 from tfrl.agents.actor_critic.collection import collect_steps
 from tfrl.agents.actor_critic.config import ActorCriticConfig
 from tfrl.agents.actor_critic.networks import make_head, make_network
-from tfrl.agents.actor_critic.rollout import RolloutStorage
+from tfrl.agents.actor_critic.rollout import STEP_FIELDS, RolloutStorage
 from tfrl.normalization import NoNormalization
-from tfrl.rollout_actors.on_policy import STEP_ARRAYS, RayRollouts, shares
+from tfrl.rollout_actors.on_policy import RayRollouts, shares
 
 T, N, SEED = 40, 4, 3  # CartPole's episodes end inside 40 steps of a random policy: episodes are reported
 
@@ -71,7 +71,7 @@ def test_one_actor_makes_the_in_process_rollout_bit_for_bit(ray_local, policy):
     info, head, mirror = policy
     local, local_last, local_episodes = _in_process(info, head, mirror)
     remote, remote_last, remote_episodes = _remote(info, head, mirror, actors=1)
-    for name in STEP_ARRAYS:
+    for name in STEP_FIELDS:
         np.testing.assert_array_equal(getattr(remote, name), getattr(local, name), err_msg=name)
     np.testing.assert_array_equal(remote_last, local_last)
     assert remote_episodes == local_episodes and len(local_episodes) >= N  # the run's env steps, returns, lengths

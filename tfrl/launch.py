@@ -290,12 +290,13 @@ def resolved_runtime(options: runtime_lib.RuntimeOptions, defaults: Mapping[str,
     xla = options.xla if options.xla is not None else bool(defaults.get("xla", False))
     precision = options.mixed_precision or defaults.get("mixed_precision")
     if precision is None:
-        bfloat16 = (defaults.get("cpu_bfloat16", False) and runtime_lib.trains_on_cpu(options)
-                    and bool(cpu_features.bf16_flags()))
+        # The CPU's flags first: a file read, where asking for GPUs imports TensorFlow.
+        cpu_bf16 = cpu_features.bf16_flags() if defaults.get("cpu_bfloat16", False) else ()
+        bfloat16 = bool(cpu_bf16) and runtime_lib.trains_on_cpu(options)
         precision = "mixed_bfloat16" if bfloat16 else "float32"
         if bfloat16:
             logging.info("mixed_bfloat16, as the preset asks on a CPU with %s (--mixed_precision=float32 to "
-                         "turn it off)", " and ".join(cpu_features.bf16_flags()))
+                         "turn it off)", " and ".join(cpu_bf16))
     return dataclasses.replace(options, xla=xla, mixed_precision=precision)
 
 

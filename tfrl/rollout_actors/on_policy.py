@@ -17,12 +17,8 @@ import numpy as np
 
 from tfrl.agents.actor_critic.actor import ActorCriticActor
 from tfrl.agents.actor_critic.collection import collect_steps
-from tfrl.agents.actor_critic.rollout import RolloutStorage
+from tfrl.agents.actor_critic.rollout import STEP_FIELDS, RolloutStorage
 from tfrl.normalization import NoNormalization
-
-# RolloutStorage's per-step arrays a worker sends back, each [T, n, ...].
-STEP_ARRAYS = ("obs", "actions", "values", "policy_params", "env_rewards", "terminated", "truncated",
-               "final_values", "dones")
 
 
 def shares(num_envs: int, num_actors: int) -> list[tuple[int, int]]:
@@ -59,7 +55,7 @@ class RolloutWorker:
         start, self._episodes = self._stepper.env_step, []
         last_value = collect_steps(self._stepper, self._actor, NoNormalization(), self._head, self._storage)
         episodes = [(env_step - start, episode_return, length) for env_step, episode_return, length in self._episodes]
-        return {**{name: getattr(self._storage, name) for name in STEP_ARRAYS}, "last_value": last_value,
+        return {**{name: getattr(self._storage, name) for name in STEP_FIELDS}, "last_value": last_value,
                 "episodes": episodes}
 
 
@@ -85,12 +81,8 @@ class RayRollouts:
 
         mirror_ref = ray.put(mirror)
         results = ray.get([worker.collect.remote(mirror_ref) for worker in self._workers])
-        columns = [slice(first, first + size) for first, size in self._shares]
-        for name in STEP_ARRAYS:
-            if name == "env_rewards" and storage.env_rewards.dtype != results[0][name].dtype:
-                storage.env_rewards = np.zeros(storage.env_rewards.shape, results[0][name].dtype)
-            for column, result in zip(columns, results):
-                getattr(storage, name)[:, column] = result[name]
+        for (first, size), result in zip(self._shares, results):
+            storage.write_share(slice(first, first + size), result)
         start = self.env_step
         self.env_step += storage.rollout_length * self.num_envs
         for (first, size), result in zip(self._shares, results):

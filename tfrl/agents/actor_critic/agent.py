@@ -1,7 +1,8 @@
 """The actor-critic agent (A2C, PPO): collect a rollout on the vector env, then hand it to the learner.
 
 collect: rollout_length vector steps of num_envs envs, acting with a NumPy mirror of the network (no TF
-call; tfrl.agents.actor_critic.collection), then what needs the whole rollout in time order (RolloutStorage.finish). A time-limit truncation bootstraps from V(the episode's last obs) through the reward
+call; tfrl.agents.actor_critic.collection), then what needs the whole rollout in time order
+(RolloutStorage.finish). A time-limit truncation bootstraps from V(the episode's last obs) through the reward
 (tfrl.agents.actor_critic.advantages); V(s_T) bootstraps the rollout's end. The advantages and
 log pi_old(a|s) are computed in NumPy once per rollout.
 train: one learner update, one TF call (A2C: one gradient step; PPO: n_epochs passes of minibatch steps),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -11,6 +11,10 @@ from tfrl.envs import VectorStep
 
 if TYPE_CHECKING:  # the type only: storing a rollout needs no Keras
     from tfrl.normalization import RewardScaler
+
+# The [T, N, ...] arrays record() fills from the steps, before finish() (a rollout worker sends these back).
+STEP_FIELDS = ("obs", "actions", "values", "policy_params", "env_rewards", "terminated", "truncated",
+               "final_values", "dones")
 
 
 class Rollout(NamedTuple):
@@ -68,8 +72,7 @@ class RolloutStorage:
         stepped from, its episode-start flags)."""
         if memory is not None:
             self.states[t], self.starts[t] = memory
-        if self.env_rewards.dtype != step.reward.dtype:  # the scaler's arithmetic runs in the env's dtype
-            self.env_rewards = np.zeros(self.env_rewards.shape, step.reward.dtype)
+        self._keep_env_reward_dtype(step.reward.dtype)
         self.obs[t] = obs
         self.actions[t] = action
         self.values[t] = value
@@ -78,6 +81,17 @@ class RolloutStorage:
         self.terminated[t], self.truncated[t] = step.terminated, step.truncated
         self.final_values[t] = 0.0 if final_values is None else final_values
         self.dones[t] = step.done
+
+    def write_share(self, envs: slice, fields: Mapping[str, np.ndarray]) -> None:
+        """The STEP_FIELDS [T, n, ...] of the envs `envs`, as another storage of n envs recorded them."""
+        self._keep_env_reward_dtype(fields["env_rewards"].dtype)
+        for name in STEP_FIELDS:
+            getattr(self, name)[:, envs] = fields[name]
+
+    def _keep_env_reward_dtype(self, dtype) -> None:
+        """The env's reward dtype for env_rewards: the reward scaler's arithmetic runs in it."""
+        if self.env_rewards.dtype != dtype:
+            self.env_rewards = np.zeros(self.env_rewards.shape, dtype)
 
     def finish(self, last_value: np.ndarray, gamma: float, gae_lambda: float, head, start_env_step: int,
                reward_scaler: RewardScaler | None = None) -> Rollout:
