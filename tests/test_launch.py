@@ -87,6 +87,9 @@ def test_a_preset_chooses_xla_unless_the_user_did(tmp_path):
     bad.write_text('{"agent": "dqn", "env_ids": [], "description": "", "hparams": {}, "runtime": {"device": "gpu"}}')
     with pytest.raises(UsageError, match="runtime must be an object of \\['cpu_bfloat16', 'xla'\\]"):
         xla(preset=str(bad))
+    bad.write_text('{"agent": "dqn", "env_ids": [], "description": "", "hparams": {}, "runtime": {"cpu_bfloat16": 1}}')
+    with pytest.raises(UsageError, match="set to true or false"):
+        xla(preset=str(bad))
 
 
 @pytest.mark.parametrize("flags, options, expected", [
