@@ -6,7 +6,8 @@
         --hp=total_env_steps=300000 --hp=log_interval=5000 --target_return=200   # time to a return, cut short
 
 Suites: dqn-lunarlander, a2c-lunarlander, ppo-lunarlander, dqn-cartpole, a2c-cartpole, ppo-cartpole, ppo-pendulum,
-sac-pendulum, ppo-lunarlandercontinuous, sac-lunarlandercontinuous, sac-bipedalwalker; each
+sac-pendulum, ppo-lunarlandercontinuous, sac-lunarlandercontinuous, sac-bipedalwalker, and on MuJoCo (extra mujoco)
+sac-, td3- and ppo- followed by halfcheetah, hopper, walker2d or ant; each
 trains the rl-baselines3-zoo settings (the suite's `tfrl/presets/*-sb3zoo.json` preset; PPO's and SAC's own presets are the zoo's)
 with both libraries. ppo-maskedpick trains tfrl's PPO with action masks against sb3-contrib's MaskablePPO on
 tfrl/MaskedPick-v0 (the ppo-maskedpick preset: SB3's PPO defaults); neither network reads the mask. Runs alternate A B A B
@@ -30,7 +31,7 @@ gradient steps: what training would cost if acting, env stepping and replay took
 mean return reached R: its env step and training time. Cutting total_env_steps leaves that time as the
 full run's when no hyperparameter follows total_env_steps (a linear schedule does).
 
---libs=tfrl,sb3,sbx adds SBX (Stable-Baselines-Jax, extra bench-jax) as a third side for the DQN, PPO and SAC
+--libs=tfrl,sb3,sbx adds SBX (Stable-Baselines-Jax, extra bench-jax) as a third side for the DQN, PPO, SAC and TD3
 suites, trained by sb3_runner.py --library=sbx on the same translation; runs alternate A B C A B C.
 
 Output: a markdown table (median and [min, max] over seeds, and the tfrl/other ratio per seed pair) printed
@@ -93,6 +94,11 @@ SUITES = {
     "ppo-lunarlandercontinuous": Suite("ppo", "LunarLanderContinuous-v3", "ppo-lunarlandercontinuous"),
     "sac-lunarlandercontinuous": Suite("sac", "LunarLanderContinuous-v3", "sac-lunarlandercontinuous-sb3zoo"),
     "sac-bipedalwalker": Suite("sac", "BipedalWalker-v3", "sac-bipedalwalker-sb3zoo"),
+    # MuJoCo (v5 ids; the zoo's entries are for v4): sac-halfcheetah, td3-halfcheetah, ppo-halfcheetah, ..., ppo-ant.
+    **{f"{agent}-{env}": Suite(agent, env_id, f"{agent}-{env}-sb3zoo")
+       for env, env_id in (("halfcheetah", "HalfCheetah-v5"), ("hopper", "Hopper-v5"), ("walker2d", "Walker2d-v5"),
+                           ("ant", "Ant-v5"))
+       for agent in ("sac", "td3", "ppo")},
     "ppo-maskedpick": Suite("ppo", "tfrl/MaskedPick-v0", "ppo-maskedpick", floor=False,
                             sb3_modules=("stable_baselines3", "sb3_contrib", "torch")),
     # Memory: sb3-contrib's RecurrentPPO on the SB3 side.
@@ -104,12 +110,14 @@ SUITES = {
 
 # Both libraries: no periodic evaluations or checkpoints (SB3 does neither by default).
 HARNESS_OVERRIDES = {"eval_interval": 0, "checkpoint_interval": 0}
-# --quick: a few thousand env steps (DQN-CartPole's learning_starts is 1000) and 5 evaluation episodes.
+# --quick: a few thousand env steps (DQN-CartPole's learning_starts is 1000) and 5 evaluation episodes. SAC and TD3
+# start learning at env step 1000, so that the MuJoCo presets' learning_starts of 10000 still leave gradient steps.
 QUICK_OVERRIDES = {
     "dqn": {"total_env_steps": 3000, "log_interval": 500, "final_eval_episodes": 5},
     "a2c": {"total_env_steps": 4000, "log_interval": 1000, "final_eval_episodes": 5},
     "ppo": {"total_env_steps": 4096, "log_interval": 1024, "final_eval_episodes": 5},
-    "sac": {"total_env_steps": 2000, "log_interval": 500, "final_eval_episodes": 5},
+    "sac": {"total_env_steps": 2000, "learning_starts": 1000, "log_interval": 500, "final_eval_episodes": 5},
+    "td3": {"total_env_steps": 2000, "learning_starts": 1000, "log_interval": 500, "final_eval_episodes": 5},
 }
 
 
@@ -177,6 +185,9 @@ def config_class(agent: str) -> type:
     if agent == "sac":
         from tfrl.agents.sac.config import SACConfig
         return SACConfig
+    if agent == "td3":
+        from tfrl.agents.td3.config import TD3Config
+        return TD3Config
     from tfrl.agents.a2c.config import A2CConfig
     return A2CConfig
 
@@ -315,15 +326,22 @@ def _env_info(env_id: str):
                    action_high=tuple(map(float, space.high)))
 
 
-def _sac_floor(config, info, runtime, rng, calls: int, repeats: int):
-    """(wall s, CPU s) per call of SAC's train step on random transitions, K per call, and the run's steps."""
+def _off_policy_floor(agent: str, config, info, runtime, rng, calls: int, repeats: int):
+    """(wall s, CPU s) per call of SAC's or TD3's train step on random transitions, K per call, and the run's steps."""
     import dqn_train_step  # noqa: E402  (benchmarks/ is on the path)
-    from tfrl.agents.sac.learning import SACBatch, SACLearner
 
-    learner = SACLearner(config, info, runtime)
     k = config.gradient_steps_per_train
-    batch = SACBatch(dqn_train_step.random_sac_batch(k, config.batch_size, info.obs_shape, info.action_size,
-                                                     config.gamma, rng))
+    transitions = dqn_train_step.random_sac_batch(k, config.batch_size, info.obs_shape, info.action_size,
+                                                  config.gamma, rng)
+    if agent == "sac":
+        from tfrl.agents.sac.learning import SACBatch, SACLearner
+
+        learner, batch = SACLearner(config, info, runtime), SACBatch(transitions)
+    else:
+        from tfrl.agents.td3.learning import TD3Batch, TD3Learner
+
+        del transitions["noise"]  # TD3's actor is deterministic: only the target smoothing's noise comes in
+        learner, batch = TD3Learner(config, info, runtime), TD3Batch(transitions)
     wall, cpu = dqn_train_step.time_calls(lambda: learner.update(batch), calls, repeats)
     first = max(config.learning_starts, config.train_period_env_steps)
     run_steps = (max(config.total_env_steps - first, 0) // config.train_period_env_steps + 1) * k
@@ -357,8 +375,9 @@ def measure_floor(spec: RunSpec, calls: int, repeats: int) -> dict:
                                             info.num_actions, config.gamma, rng)
         wall, cpu = dqn_train_step.time_calls(lambda: learner.update(ReplayBatch(batch, False)), calls, repeats)
         steps_per_call, run_steps = config.gradient_steps_per_train, config.total_gradient_steps
-    elif spec.agent == "sac":
-        wall, cpu, steps_per_call, run_steps = _sac_floor(config, info, runtime, rng, calls, repeats)
+    elif spec.agent in ("sac", "td3"):
+        wall, cpu, steps_per_call, run_steps = _off_policy_floor(spec.agent, config, info, runtime, rng, calls,
+                                                                 repeats)
     elif spec.agent == "ppo":
         from tfrl.agents.ppo.learning import PPOLearner
 

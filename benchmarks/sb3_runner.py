@@ -19,7 +19,7 @@ A hyperparameter SB3 cannot express (double DQN, n-step returns, ...) is an erro
 mismatch. Needs the bench extra: pip install 'tfrl[bench]'.
 
 --library=sbx trains SBX (Stable-Baselines-Jax: SB3's algorithms compiled with JAX) on the same translation
-(sbx_kwargs says where it differs), for DQN, PPO and SAC; extra bench-jax.
+(sbx_kwargs says where it differs), for DQN, PPO, SAC and TD3; extra bench-jax.
 """
 
 from __future__ import annotations
@@ -173,30 +173,58 @@ def vec_normalize(env, hp: dict):
     return env, env.normalize_obs  # the running statistics as they are, not updated by evaluation
 
 
-def sac_kwargs(hp: dict) -> dict:
-    """SB3 SAC arguments for tfrl SACConfig fields; UsageError for settings SB3's SAC does not have."""
+def _off_policy_kwargs(hp: dict, algorithm: str) -> dict:
+    """The arguments SB3's SAC and TD3 share, from OffPolicyConfig's fields; UsageError for settings neither has."""
     if hp["max_grad_norm"]:
-        raise UsageError("SB3's SAC does not clip gradients; compare with max_grad_norm=0")
+        raise UsageError(f"SB3's {algorithm} does not clip gradients; compare with max_grad_norm=0")
     if hp["train_in_background"] or hp["normalize_observations"]:
         raise UsageError("the SB3 comparison supports train_in_background=false and normalize_observations=false only")
     if hp["num_envs"] != 1:  # SB3 counts train_freq in vector steps, tfrl in env steps
         raise UsageError("the SB3 comparison supports num_envs=1 only")
-    temperature = hp["initial_temperature"]
     return dict(
         learning_rate=hp["learning_rate"], buffer_size=hp["replay_capacity"], learning_starts=hp["learning_starts"],
         batch_size=hp["batch_size"], tau=hp["target_update_tau"], gamma=hp["gamma"],
         train_freq=hp["train_period_env_steps"], gradient_steps=hp["gradient_steps_per_train"],
-        ent_coef=f"auto_{temperature}" if hp["learn_temperature"] else temperature,
-        target_entropy="auto" if hp["target_entropy"] is None else hp["target_entropy"],
         policy_kwargs=dict(net_arch=list(hp["hidden_sizes"])),
     )
 
 
-def sbx_kwargs(agent: str, hp: dict) -> dict:
+def sac_kwargs(hp: dict) -> dict:
+    """SB3 SAC arguments for tfrl SACConfig fields; UsageError for settings SB3's SAC does not have."""
+    kwargs = _off_policy_kwargs(hp, "SAC")
+    temperature = hp["initial_temperature"]
+    kwargs.update(ent_coef=f"auto_{temperature}" if hp["learn_temperature"] else temperature,
+                  target_entropy="auto" if hp["target_entropy"] is None else hp["target_entropy"])
+    return kwargs
+
+
+def td3_kwargs(hp: dict, action_size: int) -> dict:
+    """SB3 TD3 arguments for tfrl TD3Config fields; UsageError for settings SB3's TD3 does not have.
+
+    The exploration noise is SB3's NormalActionNoise, std exploration_noise in each of the action_size dimensions:
+    SB3 adds it to the action scaled to [-1, 1] and clips, as tfrl does. policy_delay counts gradient steps in both
+    (the actor and the targets move on every policy_delay-th), so it holds however train_freq groups them."""
+    import numpy as np
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    kwargs = _off_policy_kwargs(hp, "TD3")
+    kwargs.update(policy_delay=hp["policy_delay"], target_policy_noise=hp["target_policy_noise"],
+                  target_noise_clip=hp["target_noise_clip"],
+                  action_noise=NormalActionNoise(mean=np.zeros(action_size),
+                                                 sigma=np.full(action_size, hp["exploration_noise"])))
+    return kwargs
+
+
+def sbx_kwargs(agent: str, hp: dict, action_size: int | None = None) -> dict:
     """SBX (Stable-Baselines-Jax) arguments: SB3's translation of the same settings, adapted where SBX differs.
     DQN: SBX's has no max_grad_norm argument, so the global-norm clip is chained in front of its Adam. PPO: flax's
     activations, and SB3's orthogonal init (SBX defaults to none). The networks' initial weights follow each
-    library's own scheme (tfrl's DQN presets for SB3 use PyTorch's; SBX keeps flax's)."""
+    library's own scheme (tfrl's DQN presets for SB3 use PyTorch's; SBX keeps flax's).
+
+    TD3 (action_size: the env's action dimensions, for the exploration noise): the same arguments, but SBX's TD3
+    (0.28) is not SB3's algorithm in two ways no argument changes: its target networks take their Polyak step on
+    every gradient step, where SB3's and tfrl's take it on every policy_delay-th only, and its actor maximizes the
+    smaller of the two critics, where SB3's and tfrl's maximize the first."""
     if agent == "dqn":
         import optax
 
@@ -216,7 +244,9 @@ def sbx_kwargs(agent: str, hp: dict) -> dict:
         return kwargs
     if agent == "sac":
         return sac_kwargs(hp)
-    raise UsageError(f"the SBX comparison covers dqn, ppo and sac, not {agent}")
+    if agent == "td3":
+        return td3_kwargs(hp, action_size)
+    raise UsageError(f"the SBX comparison covers dqn, ppo, sac and td3, not {agent}")
 
 
 def build_sbx_model(spec: dict):
@@ -226,15 +256,22 @@ def build_sbx_model(spec: dict):
     hp, seed, agent = spec["hparams"], spec["seed"], spec["agent"]
     if has_action_masks(spec["env_id"]) or hp.get("lstm_units"):
         raise UsageError("SBX has no masked or recurrent PPO; compare those with --libs=tfrl,sb3")
-    kwargs = sbx_kwargs(agent, hp)
     # SBX imports tensorflow_probability's JAX substrate, which must not find TensorFlow (blocked in main).
     sbx = cli.require_extra("sbx", "bench-jax", "the SBX runner")
     env = make_vec_env(spec["env_id"], n_envs=hp["num_envs"], seed=seed)
+    kwargs = sbx_kwargs(agent, hp, action_size(env))
     normalize = lambda obs: obs  # noqa: E731
     if agent == "ppo":
         env, normalize = vec_normalize(env, hp)
-    model = {"dqn": sbx.DQN, "ppo": sbx.PPO, "sac": sbx.SAC}[agent]("MlpPolicy", env, seed=seed, **kwargs)
+    model = {"dqn": sbx.DQN, "ppo": sbx.PPO, "sac": sbx.SAC, "td3": sbx.TD3}[agent]("MlpPolicy", env, seed=seed,
+                                                                                  **kwargs)
     return env, model, lambda obs: model.predict(normalize(obs), deterministic=True)[0]
+
+
+def action_size(env) -> int | None:
+    """The number of action dimensions of a (vector) env with Box actions; None for other action spaces."""
+    shape = getattr(env.action_space, "shape", None)
+    return int(shape[0]) if shape else None
 
 
 def limit_jax_threads(threads: int) -> None:
@@ -302,10 +339,13 @@ def build_model(spec: dict, sb3):
             return model.predict(normalize(flat), deterministic=True, action_masks=obs[MASK_KEY].astype(bool))[0]
 
         return env, model, greedy
-    model_class = {"dqn": sb3.DQN, "a2c": sb3.A2C, "ppo": sb3.PPO, "sac": sb3.SAC}.get(agent)
+    model_class = {"dqn": sb3.DQN, "a2c": sb3.A2C, "ppo": sb3.PPO, "sac": sb3.SAC, "td3": sb3.TD3}.get(agent)
     if model_class is None:
         raise UsageError(f"unknown agent {agent!r}")
-    kwargs = {"dqn": dqn_kwargs, "a2c": a2c_kwargs, "ppo": ppo_kwargs, "sac": sac_kwargs}[agent](hp)
+    if agent == "td3":
+        kwargs = td3_kwargs(hp, action_size(env))
+    else:
+        kwargs = {"dqn": dqn_kwargs, "a2c": a2c_kwargs, "ppo": ppo_kwargs, "sac": sac_kwargs}[agent](hp)
     model = model_class("MlpPolicy", env, seed=seed, device="cpu", **kwargs)
     return env, model, lambda obs: model.predict(normalize(obs), deterministic=True)[0]
 

@@ -5,6 +5,7 @@ tests/compare_test_double_runner.py, a test double that writes known records. Th
 against numbers worked out by hand; the docs are only ever written in a temporary copy.
 """
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -246,6 +247,113 @@ def test_sb3_sac_arguments_are_the_zoo_values():
             sb3_runner.sac_kwargs({**compare.run_specs("sac-pendulum", [0], 1, False)[0].hparams, **bad})
 
 
+def _normal_action_noise_stand_in(monkeypatch):
+    """stable_baselines3 is not a test dependency: a stand-in NormalActionNoise gives back what it was built with."""
+    noise = types.SimpleNamespace(NormalActionNoise=lambda mean, sigma: ("normal", list(mean), list(sigma)))
+    monkeypatch.setitem(sys.modules, "stable_baselines3.common.noise", noise)
+
+
+def test_sb3_td3_arguments_are_the_zoo_mujoco_values(monkeypatch):
+    _normal_action_noise_stand_in(monkeypatch)
+    # hyperparams/td3.yml, HalfCheetah-v4 (&mujoco-defaults): learning_starts 10000, noise_type normal, noise_std 0.1,
+    # train_freq 1, gradient_steps 1, learning_rate 1e-3, batch_size 256, net_arch [400, 300]; SB3's TD3 defaults
+    # for the rest. HalfCheetah acts in 6 dimensions: the noise is N(0, 0.1) in each.
+    cheetah = sb3_runner.td3_kwargs(compare.run_specs("td3-halfcheetah", [0], 1, False)[0].hparams, 6)
+    assert cheetah == dict(
+        learning_rate=1e-3, buffer_size=1_000_000, learning_starts=10_000, batch_size=256, tau=0.005, gamma=0.99,
+        train_freq=64, gradient_steps=64,  # the zoo's 1 and 1, made 64 at a time (the same replay ratio)
+        policy_delay=2, target_policy_noise=0.2, target_noise_clip=0.5,
+        action_noise=("normal", [0.0] * 6, [0.1] * 6), policy_kwargs={"net_arch": [400, 300]})
+    hopper_hp = compare.run_specs("td3-hopper", [0], 1, False)[0].hparams
+    assert hopper_hp["total_env_steps"] == 1_000_000  # the zoo's budget, which the benchmark tables cut
+    changed = {**hopper_hp, "exploration_noise": 0.3, "policy_delay": 3, "target_policy_noise": 0.1,
+               "target_noise_clip": 0.25, "target_update_tau": 0.01}
+    hopper = sb3_runner.td3_kwargs(changed, 3)
+    assert hopper["action_noise"] == ("normal", [0.0] * 3, [0.3] * 3)
+    assert (hopper["policy_delay"], hopper["target_policy_noise"], hopper["target_noise_clip"], hopper["tau"]) == (
+        3, 0.1, 0.25, 0.01)
+    for bad, message in [({"max_grad_norm": 1.0}, "SB3's TD3 does not clip"),
+                         ({"train_in_background": True}, "background"),
+                         ({"normalize_observations": True}, "normalize_observations=false"),
+                         ({"num_envs": 2}, "num_envs=1")]:
+        with pytest.raises(UsageError, match=message):
+            sb3_runner.td3_kwargs({**hopper_hp, **bad}, 3)
+
+
+def test_the_mujoco_suites_train_the_zoo_settings_on_v5(monkeypatch):
+    """Each MuJoCo suite's preset against the zoo's values, typed from hyperparams/{sac,td3,ppo}.yml (the -v4
+    entries), and their SB3 translation for one env of each kind."""
+    off_policy = {  # the zoo's MuJoCo defaults, the same for the four envs; 64 env steps per train call in tfrl
+        "sac": dict(total_env_steps=1_000_000, learning_starts=10_000, learning_rate=3e-4, batch_size=256,
+                    hidden_sizes=[256, 256], train_period_env_steps=64, gradient_steps_per_train=64),
+        "td3": dict(total_env_steps=1_000_000, learning_starts=10_000, learning_rate=1e-3, batch_size=256,
+                    hidden_sizes=[400, 300], exploration_noise=0.1, train_period_env_steps=64,
+                    gradient_steps_per_train=64),
+    }
+    ppo = {  # rollout_length = n_steps, value_coef = vf_coef, entropy_coef = ent_coef; normalize: true
+        "halfcheetah": dict(rollout_length=512, batch_size=64, n_epochs=20, gamma=0.98, gae_lambda=0.92,
+                            learning_rate=2.0633e-05, entropy_coef=0.000401762, clip_range=0.1, max_grad_norm=0.8,
+                            value_coef=0.58096, activation="relu", hidden_sizes=[256, 256]),
+        "hopper": dict(rollout_length=512, batch_size=32, n_epochs=5, gamma=0.999, gae_lambda=0.99,
+                       learning_rate=9.80828e-05, entropy_coef=0.00229519, clip_range=0.2, max_grad_norm=0.7,
+                       value_coef=0.835671, activation="relu", hidden_sizes=[256, 256]),
+        "walker2d": dict(rollout_length=512, batch_size=32, n_epochs=20, gamma=0.99, gae_lambda=0.95,
+                         learning_rate=5.05041e-05, entropy_coef=0.000585045, clip_range=0.1, max_grad_norm=1.0,
+                         value_coef=0.871923, activation="tanh", hidden_sizes=[64, 64]),
+        "ant": dict(rollout_length=2048, batch_size=64, n_epochs=10, gamma=0.99, gae_lambda=0.95, learning_rate=3e-4,
+                    entropy_coef=0.0, clip_range=0.2, max_grad_norm=0.5, value_coef=0.5, activation="tanh",
+                    hidden_sizes=[64, 64]),
+    }
+    env_ids = {"halfcheetah": "HalfCheetah-v5", "hopper": "Hopper-v5", "walker2d": "Walker2d-v5", "ant": "Ant-v5"}
+    for env, env_id in env_ids.items():
+        for agent in ("sac", "td3", "ppo"):
+            spec = compare.run_specs(f"{agent}-{env}", [0], 1, False)[0]
+            assert (spec.agent, spec.env_id, spec.preset) == (agent, env_id, f"{agent}-{env}-sb3zoo")
+            expected = off_policy.get(agent) or dict(
+                total_env_steps=1_000_000, num_envs=1, normalize_observations=True, normalize_rewards=True,
+                **ppo[env])
+            assert {key: spec.hparams[key] for key in expected} == expected, f"{agent}-{env}"
+    sac = sb3_runner.sac_kwargs(compare.run_specs("sac-walker2d", [0], 1, False)[0].hparams)
+    assert sac == dict(learning_rate=3e-4, buffer_size=1_000_000, learning_starts=10_000, batch_size=256, tau=0.005,
+                       gamma=0.99, train_freq=64, gradient_steps=64, ent_coef="auto_1.0", target_entropy="auto",
+                       policy_kwargs={"net_arch": [256, 256]})
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(nn=types.SimpleNamespace(Tanh="Tanh", ReLU="ReLU")))
+    cheetah = sb3_runner.ppo_kwargs(compare.run_specs("ppo-halfcheetah", [0], 1, False)[0].hparams)
+    assert cheetah == dict(
+        learning_rate=2.0633e-05, n_steps=512, batch_size=64, n_epochs=20, gamma=0.98, gae_lambda=0.92,
+        clip_range=0.1, ent_coef=0.000401762, vf_coef=0.58096, max_grad_norm=0.8, normalize_advantage=True,
+        policy_kwargs={"net_arch": {"pi": [256, 256], "vf": [256, 256]}, "activation_fn": "ReLU",
+                       "optimizer_kwargs": {"eps": 1e-5}})
+
+
+def test_quick_off_policy_suites_take_gradient_steps():
+    # --quick must exercise training: learning_starts (the MuJoCo presets' 10000) below --quick's 2000 env steps.
+    for name, suite in compare.SUITES.items():
+        if suite.agent in ("dqn", "sac", "td3"):
+            hp = compare.run_specs(name, [0], 1, True)[0].hparams
+            first_train = max(hp["learning_starts"], hp["train_period_env_steps"])
+            assert first_train < hp["total_env_steps"], name
+    assert compare.run_specs("td3-hopper", [0], 1, True)[0].overrides == {
+        "eval_interval": 0, "checkpoint_interval": 0, "total_env_steps": 2000, "learning_starts": 1000,
+        "log_interval": 500, "final_eval_episodes": 5}
+
+
+def test_the_td3_floor_times_td3s_train_step(tmp_path):
+    # A small TD3 spec (the real suite's step takes seconds per call): calls at env steps 1000, 1100, ..., 2000 are
+    # (2000 - 1000) // 100 + 1 = 11, of K = 4 gradient steps each: 44 in the run.
+    spec = compare.run_specs("td3-hopper", [0], 1, True, {"hidden_sizes": "8", "batch_size": "4",
+                                                           "train_period_env_steps": "100",
+                                                           "gradient_steps_per_train": "4"})[0]
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(dataclasses.asdict(spec)))
+    completed = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "compare.py"), f"--measure_floor={path}",
+                                "--floor_calls=1", "--floor_repeats=1"], capture_output=True, text=True, timeout=120,
+                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    floor = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert floor["steps_per_call"] == 4 and floor["run_gradient_steps"] == 44 and floor["ms_per_step"] > 0
+
+
 def _run_compare_cli(args, hide="stable_baselines3"):
     """compare.py as a user runs it, with `hide` unimportable whether or not it is installed."""
     code = (f"import runpy, sys; sys.modules[{hide!r}] = None; "
@@ -342,5 +450,9 @@ def test_sbx_arguments_are_sb3s_translation_adapted_where_sbx_differs(monkeypatc
         k: v for k, v in sb3_runner.ppo_kwargs(ppo_hp).items() if k != "policy_kwargs"}
     sac_hp = compare.run_specs("sac-pendulum", [0], 1, False)[0].hparams
     assert sb3_runner.sbx_kwargs("sac", sac_hp) == sb3_runner.sac_kwargs(sac_hp)
+    _normal_action_noise_stand_in(monkeypatch)
+    td3_hp = compare.run_specs("td3-ant", [0], 1, False)[0].hparams
+    td3 = sb3_runner.sbx_kwargs("td3", td3_hp, 8)  # Ant acts in 8 dimensions
+    assert td3 == sb3_runner.td3_kwargs(td3_hp, 8) and td3["action_noise"] == ("normal", [0.0] * 8, [0.1] * 8)
     with pytest.raises(UsageError, match="not a2c"):
         sb3_runner.sbx_kwargs("a2c", compare.run_specs("a2c-cartpole", [0], 1, False)[0].hparams)
