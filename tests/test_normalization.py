@@ -36,6 +36,32 @@ def test_running_mean_and_variance_by_hand():
     assert stats.mean[0] == pytest.approx(3.0, rel=1e-4) and stats.var[0] == pytest.approx(8 / 3, rel=1e-4)
 
 
+def test_actor_snapshots_count_apart_and_the_learner_absorbs_what_they_counted():
+    """Rollout actors (tfrl.rollout_actors) normalize with a snapshot that goes on counting; the learner then
+    takes in each actor's count (Chan's merge). Absorbing [1, 3] and [5] equals the prior plus the rows 1, 3, 5."""
+    learner = normalization.ObservationNormalizer(normalization.ObservationNormalization((1,), clip=10.0))
+    prior = learner.stats.count  # C, as the layer's variable holds it
+    first, second = learner.snapshot(), learner.snapshot()
+    normalized = first.observe(np.array([[1.0], [3.0]]))
+    # The snapshot's own statistics have counted [1, 3] (the learner's have not): mean 4 / (2 + C).
+    mean_1 = 4 / (2 + prior)
+    var_1 = (prior + 2 + 8 * prior / (2 + prior)) / (2 + prior)
+    np.testing.assert_allclose(normalized[:, 0], (np.array([1.0, 3.0]) - mean_1) / np.sqrt(var_1 + 1e-8), rtol=1e-6)
+    assert learner.stats.count == prior == pytest.approx(C)  # nothing reached the learner yet
+    second.observe(np.array([[5.0]]))
+    counted = first.counted()  # the rows alone, without the prior
+    assert counted.count == 2 and counted.mean[0] == 2.0 and counted.var[0] == 1.0
+    learner.absorb(first.counted())
+    learner.absorb(second.counted())
+    rows = np.array([1.0, 3.0, 5.0])
+    total = 3 + prior
+    mean = rows.sum() / total  # the prior's mean is 0
+    var = (prior * (1.0 + mean ** 2) + ((rows - mean) ** 2).sum()) / total  # the prior: variance 1 around 0
+    assert learner.stats.count == pytest.approx(total, rel=1e-12)
+    assert learner.stats.mean[0] == pytest.approx(mean, rel=1e-12) and learner.stats.var[0] == pytest.approx(var, rel=1e-12)
+    assert isinstance(normalization.NoNormalization().snapshot().counted(), type(None))
+
+
 def test_observations_are_counted_then_normalized_and_clipped():
     layer = normalization.ObservationNormalization((2,), clip=10.0)
     normalizer = normalization.ObservationNormalizer(layer)

@@ -1,30 +1,61 @@
-"""tfrl.rollout_actors.on_policy: rollouts stepped in Ray actors equal the in-process rollout (one actor), keep
-each env's seed (two actors) and report episodes on the run's clock. Ray runs locally on 2 CPUs, without its
-dashboard, its files under the test's tmp dir, and is shut down at the end."""
+"""tfrl.rollout_actors (--actors): rollouts stepped in Ray actors equal the in-process rollout (one actor), keep
+each env's seed (two actors) and report episodes on the run's clock; a training run with one actor is the
+in-process run; a killed actor is replaced and the run completes; a driver killed with SIGKILL resumes through a
+two-node cluster; bad input is one line. Ray runs locally on 2 CPUs without its dashboard or token, its files
+under the test's tmp dir, and is shut down at the end (the two-node cluster's processes are killed)."""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
+import psutil
 import pytest
 
-from tfrl import envs, networks
+import tfrl
+from tfrl import envs, networks, normalization
 from tfrl.agents.actor_critic.actor import ActorCriticActor
 from tfrl.agents.actor_critic.collection import collect_steps
 from tfrl.agents.actor_critic.config import ActorCriticConfig
 from tfrl.agents.actor_critic.networks import make_head, make_network
 from tfrl.agents.actor_critic.rollout import STEP_FIELDS, RolloutStorage
+from tfrl.errors import UsageError
 from tfrl.normalization import NoNormalization
-from tfrl.rollout_actors.on_policy import RayRollouts, shares
+from tfrl.rollout_actors.on_policy import RayRollouts, ShareSetup, shares
+from tfrl.stepping import EnvStepError
+
+import actor_envs
 
 T, N, SEED = 40, 4, 3  # CartPole's episodes end inside 40 steps of a random policy: episodes are reported
+TESTS = pathlib.Path(__file__).resolve().parent
+REPO_ROOT = TESTS.parent
+# A PPO run of a few seconds: 8 rollouts of 4 envs x 32 steps, a small network, no periodic evaluation.
+SHORT_PPO = {"total_env_steps": 1024, "num_envs": 4, "rollout_length": 32, "batch_size": 64, "n_epochs": 2,
+             "hidden_sizes": (16,), "log_interval": 128, "eval_interval": 0, "final_eval_episodes": 3,
+             "checkpoint_interval": 0}
 
 
 @pytest.fixture(scope="module")
 def ray_local(tmp_path_factory):
     import ray  # the test extra installs it
 
+    saved = {name: os.environ.get(name) for name in ("PYTHONPATH", "RAY_AUTH_MODE")}
+    # The actors import tests/actor_envs.py; a local test cluster needs no token (none is written to ~/.ray).
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), saved["PYTHONPATH"]]))
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     ray.init(num_cpus=2, include_dashboard=False, _temp_dir=str(tmp_path_factory.mktemp("ray")),
              logging_level="ERROR", log_to_driver=False)
     yield ray
     ray.shutdown()
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="module")
@@ -49,12 +80,13 @@ def _in_process(info, head, mirror):
     return storage, last_value, episodes
 
 
-def _remote(info, head, mirror, actors):
+def _remote(info, head, mirror, actors, obs_normalizer=None):
     episodes = []
-    rollouts = RayRollouts("CartPole-v1", N, actors, SEED, "sync", T, info.observations.row_shape, "float32", head)
+    setup = ShareSetup("CartPole-v1", "sync", T, tuple(info.observations.row_shape), "float32", head)
+    rollouts = RayRollouts(setup, N, actors, SEED, on_episode=lambda *episode: episodes.append(episode))
     storage = RolloutStorage(T, N, info.observations.row_shape, head)
     try:
-        last_value = rollouts.collect(mirror, storage, lambda *episode: episodes.append(episode))
+        last_value = rollouts.collect(mirror, obs_normalizer or NoNormalization(), storage)
         assert rollouts.env_step == T * N
     finally:
         rollouts.close()
@@ -91,3 +123,151 @@ def test_two_actors_keep_each_envs_seed_and_the_runs_clock(ray_local, policy):
     assert sum(length for _, _, length in episodes) <= T * N
     # every ended episode is marked done in its env's column, as many as were reported
     assert int(remote.dones.sum()) == len(episodes)
+
+
+def test_the_learners_statistics_take_in_every_observation_the_actors_counted(ray_local, policy):
+    info, head, mirror = policy
+    learner = normalization.ObservationNormalizer(normalization.ObservationNormalization((4,), clip=10.0))
+    prior = learner.stats.count
+    remote, _, _ = _remote(info, head, mirror, actors=2, obs_normalizer=learner)
+    assert learner.stats.count == pytest.approx(prior + T * N)  # s_0 .. s_{T-1} of every env, once each
+    # The rollout holds observations normalized by the actors' running statistics: roughly standardized.
+    assert np.abs(remote.obs.reshape(-1, 4).mean(axis=0)).max() < 0.5
+
+
+def _train(tmp_path, name, actors, env="CartPole-v1", **kwargs):
+    run = tfrl.train("ppo", env, hp=SHORT_PPO, preset="none", run_dir=tmp_path / name, actors=actors,
+                     verbose=0, progress_bar=False, **kwargs)
+    records = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+    return run, records
+
+
+def test_a_run_with_one_actor_is_the_in_process_run(ray_local, tmp_path):
+    _, local = _train(tmp_path, "local", actors=0)
+    _, remote = _train(tmp_path, "remote", actors=1)
+    learned = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "explained_variance")
+    pick = lambda records, kind: [{k: r[k] for k in learned + ("env_step", "return_mean") if k in r}  # noqa: E731
+                                  for r in records if r["kind"] == kind]
+    assert pick(remote, "train") == pick(local, "train") and len(pick(local, "train")) == 8
+    assert pick(remote, "final_eval") == pick(local, "final_eval")
+    assert [r for r in remote if r["kind"] == "train"][-1]["actor_restarts"] == 0
+
+
+def test_a_killed_actor_is_replaced_and_the_run_completes(ray_local, tmp_path):
+    marker = tmp_path / "killed"
+    run, records = _train(tmp_path, "run", actors=2, env=actor_envs.dies_once,
+                          env_kwargs={"marker": str(marker), "driver_pid": os.getpid()})
+    assert marker.exists()  # an actor's process was killed at an env's 30th step
+    train = [r for r in records if r["kind"] == "train"]
+    assert train[-1]["env_step"] == 1024 and train[-1]["actor_restarts"] == 1
+    assert run.complete and run.result["env_step"] == 1024
+
+
+def test_envs_that_keep_raising_stop_the_run_naming_the_cause(ray_local, tmp_path):
+    with pytest.raises(EnvStepError, match=r"rollout actor 0 failed 3 times in a row; the last time RuntimeError: "
+                                           r"the simulator crashed"):
+        _train(tmp_path, "run", actors=2, env=actor_envs.always_raises, env_kwargs={"driver_pid": os.getpid()})
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"actors": -1}, "--actors must be >= 0"),
+    ({"actors": 5}, "--actors=5 is more than num_envs=4"),
+    ({"actors": 2, "agent": "dqn"}, "--actors: --agent=dqn steps its envs in the learner's process; rollout actors "
+                                    "run a2c, ppo"),
+    ({"actors": 0, "ray_address": "auto"}, "--ray_address is where --actors=N run"),
+    ({"actors": 2, "ray_address": "127.0.0.1:1"}, "--ray_address=127.0.0.1:1: nothing answers there"),
+    ({"actors": 2, "ray_address": "ray://127.0.0.1:10001"}, "Ray Client addresses"),
+    ({"actors": 2, "ray_address": "no-port"}, "expected host:port"),
+])
+def test_bad_actor_options_are_one_line_and_write_nothing(tmp_path, kwargs, message):
+    agent = kwargs.pop("agent", "ppo")
+    with pytest.raises(UsageError, match=message):
+        tfrl.train(agent, "CartPole-v1", hp=SHORT_PPO if agent == "ppo" else {}, run_dir=tmp_path / "run",
+                   verbose=0, **kwargs)
+    assert not (tmp_path / "run").exists()
+
+
+def _ray_start(*args, temp_dir):
+    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+    ray = pathlib.Path(sys.executable).parent / "ray"
+    completed = subprocess.run([str(ray), "start", *args, "--num-cpus=1", f"--temp-dir={temp_dir}",
+                                "--disable-usage-stats"], capture_output=True, text=True, env=env, timeout=120)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+
+
+def _kill_processes_of(paths):
+    """Every process whose command line names one of `paths` (a node's temp dir), and their children."""
+    me = os.getpid()
+    found = {p for p in psutil.process_iter(["cmdline"]) if p.pid != me
+             and any(str(path) in arg for path in paths for arg in (p.info["cmdline"] or []))}
+    for process in list(found):
+        try:
+            found.update(process.children(recursive=True))
+        except psutil.Error:
+            pass
+    for process in found:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(list(found), timeout=20)
+
+
+@pytest.fixture
+def two_nodes(tmp_path_factory):
+    """A Ray cluster of two nodes of one CPU each on this machine, each with its own temp dir: (its address, the
+    second node's temp dir)."""
+    head_dir, node_dir = tmp_path_factory.mktemp("head"), tmp_path_factory.mktemp("node")
+    port = 20000 + os.getpid() % 20000
+    try:
+        _ray_start("--head", f"--port={port}", "--include-dashboard=false", temp_dir=head_dir)
+        _ray_start(f"--address=127.0.0.1:{port}", temp_dir=node_dir)
+        yield f"127.0.0.1:{port}", node_dir
+    finally:
+        _kill_processes_of([head_dir, node_dir])
+
+
+def _train_script(run_dir, address, *extra):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", RAY_AUTH_MODE="disabled",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
+    args = [sys.executable, str(REPO_ROOT / "scripts" / "train.py"), "--agent=ppo", "--env=CartPole-v1",
+            "--preset=none", f"--run_dir={run_dir}", "--actors=2", f"--ray_address={address}",
+            "--hp=num_envs=4", "--hp=rollout_length=32", "--hp=batch_size=64", "--hp=n_epochs=2",
+            "--hp=hidden_sizes=16", "--hp=total_env_steps=6144", "--hp=log_interval=512",
+            "--hp=checkpoint_interval=512", "--hp=eval_interval=0", "--hp=final_eval_episodes=3", *extra]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_a_driver_killed_by_sigkill_resumes_on_a_two_node_cluster(two_nodes, tmp_path):
+    address, node_dir = two_nodes
+    run_dir = tmp_path / "run"
+    driver = _train_script(run_dir, address)
+    deadline = time.monotonic() + 180
+    while not list((run_dir / "checkpoints").glob("ckpt-2.index")) and driver.poll() is None:
+        assert time.monotonic() < deadline, "no checkpoint within 180 s"
+        time.sleep(0.2)
+    assert driver.poll() is None, driver.communicate()[1][-2000:]  # still training: killed mid-run
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    killed_at = max(json.loads(line)["env_step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines())
+    assert killed_at < 6144
+    again = _train_script(run_dir, address)
+    _, stderr = again.communicate(timeout=300)
+    assert again.returncode == 0, stderr[-2000:]
+    assert "restored checkpoint" in stderr
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["kind"] == "final_eval" and result["env_step"] == 6144
+    # Each node has one CPU and each actor takes one: an actor ran on the second node, in a worker it started.
+    assert list(node_dir.glob("session_*/logs/worker-*"))
+
+
+def test_a_wrong_ray_address_is_one_line_from_the_command_line(tmp_path):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    completed = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "train.py"), "--agent=ppo",
+                                "--env=CartPole-v1", "--actors=2", "--ray_address=127.0.0.1:1",
+                                f"--run_dir={tmp_path / 'run'}"], capture_output=True, text=True, env=env,
+                               timeout=120)
+    lines = [line for line in completed.stderr.splitlines() if line.strip()]
+    assert completed.returncode == 2 and len(lines) == 1, completed.stderr
+    assert "--ray_address=127.0.0.1:1: nothing answers there" in lines[0]
+    assert not (tmp_path / "run").exists()

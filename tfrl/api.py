@@ -42,7 +42,8 @@ def train(agent: str, env: str | Callable[..., Any] | envs.EnvSpec, *, hp: Mappi
           callbacks: Sequence[Any] = (), vector_mode: str = "sync", keep_checkpoints: int = 3,
           export: bool = True, model_name: str | None = None, new_run: bool = False,
           init_from: str | os.PathLike | None = None, config_dir: str | os.PathLike | None = None,
-          verbose: int = 1, progress_bar: bool | None = None) -> Run:
+          verbose: int = 1, progress_bar: bool | None = None, actors: int = 0,
+          ray_address: str | None = None) -> Run:
     """Trains `agent` ("dqn", "a2c", "ppo", "sac", "td3") on `env` and returns the Run.
 
     env: a gymnasium id ("CartPole-v1"), "module:Id" (the module is imported first: it registers the id), or a
@@ -61,6 +62,9 @@ def train(agent: str, env: str | Callable[..., Any] | envs.EnvSpec, *, hp: Mappi
     model_name: the export's name under <run_dir>/saved_models/ (default <agent>-<env>).
     verbose: 0 warnings only, 1 the run's log lines on stderr (as the CLI), 2 also TensorFlow's own start-up lines.
     progress_bar: a progress bar on stderr; None: when stderr is a terminal.
+    actors: A2C and PPO step their envs in this many Ray actors (extra ray; docs/distributed.md), each with its
+      share of num_envs; 0 steps them in this process. ray_address: the Ray cluster ("auto", "host:port");
+      None starts a local Ray for the run (a Ray this program connected already is used as it is).
     Ctrl-C or SIGTERM (in the main thread) saves a checkpoint, then interrupts as it would have without tfrl:
     KeyboardInterrupt for Ctrl-C. Calling train() again the same way continues the run.
     Raises tfrl.errors.UsageError on bad input before anything is written.
@@ -70,7 +74,8 @@ def train(agent: str, env: str | Callable[..., Any] | envs.EnvSpec, *, hp: Mappi
         agent=agent, env=env, env_kwargs=dict(env_kwargs or {}), seed=seed, preset=preset, hp=dict(hp or {}),
         run_dir=arguments["run_dir"], runtime=runtime or RuntimeOptions(), vector_mode=vector_mode,
         keep_checkpoints=keep_checkpoints, export=export, model_name=model_name, new_run=new_run,
-        init_from=arguments["init_from"], config_dir=arguments["config_dir"])
+        init_from=arguments["init_from"], config_dir=arguments["config_dir"], actors=actors,
+        ray_address=ray_address)
     with _logging(verbose), shutdown.StopRequest.while_training() as stop:
         prepared = launch.prepare(request)
         result = launch.execute(prepared, stop_requested=stop.requested, callbacks=callbacks,
@@ -85,7 +90,7 @@ _TYPES = {  # argument: (accepted types, what the message calls them); bool is r
     "export": (bool, "True or False"), "new_run": (bool, "True or False"),
     "progress_bar": (bool, "True, False or None"), "model_name": (str, "a string"),
     "run_dir": ((str, os.PathLike), "a path"), "init_from": ((str, os.PathLike), "a path"),
-    "config_dir": ((str, os.PathLike), "a path"),
+    "config_dir": ((str, os.PathLike), "a path"), "actors": (int, "an integer"), "ray_address": (str, "a string"),
 }
 
 
@@ -93,7 +98,8 @@ def _checked_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
     """UsageError naming the first argument of train() of a wrong type; the paths as pathlib.Paths."""
     for name, (kinds, description) in _TYPES.items():
         value = arguments[name]
-        if value is None and name not in ("agent", "seed", "keep_checkpoints", "verbose", "export", "new_run"):
+        if value is None and name not in ("agent", "seed", "keep_checkpoints", "verbose", "export", "new_run",
+                                          "actors"):
             continue
         wrong_bool = isinstance(value, bool) and kinds is int
         if not isinstance(value, kinds) or wrong_bool:

@@ -33,6 +33,7 @@ from tfrl import agents, cli, config as config_lib, cpu_features, distribute, en
 from tfrl import presets, run_finder, runtime as runtime_lib, shutdown, warm_start
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
+from tfrl.rollout_actors import cluster
 
 # TensorFlow loads in execute(), after every check.
 checkpoints = LazyModule("tfrl.checkpoints")
@@ -64,6 +65,8 @@ class TrainRequest:
     export_base_path: pathlib.Path | None = None  # None: <run_dir>/saved_models
     export: bool = True
     model_name: str | None = None  # None: <agent>-<env>
+    actors: int = 0  # >0: step the envs in this many Ray actors (tfrl.rollout_actors)
+    ray_address: str | None = None  # the actors' Ray: None starts one here (tfrl.rollout_actors.cluster)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +138,7 @@ def _record(request: TrainRequest, spec: agents.Agent, env: envs.EnvSpec, info: 
     config = config_lib.apply_overrides(config, request.hp, "--hp")
     spec.check_env(info, config)
     spec.check_memory(config, info, request.vector_mode)
+    spec.check_actors(config, info, request.actors)
     runtime_lib.validate_options(request.runtime)
     if request.run_dir is not None:
         cli.check_output_dir("run_dir", request.run_dir)
@@ -222,6 +226,7 @@ def _check_launch_options(request: TrainRequest) -> None:
                          f"{', '.join(envs.VECTOR_MODES)}")
     if request.model_name is not None:
         runs.check_model_name(request.model_name)
+    _check_actors(request)
     if request.config_dir is not None and not request.config_dir.is_dir():
         raise UsageError(f"--config_dir: {request.config_dir} is not a directory")
     if request.runtime.strategy == "multi_worker" and request.resume:
@@ -234,6 +239,14 @@ def _check_launch_options(request: TrainRequest) -> None:
         raise UsageError("--init_from starts a new run from other weights; --resume continues a run from its own")
     if request.init_from is not None and not pathlib.Path(request.init_from).exists():
         raise UsageError(f"--init_from: {request.init_from} does not exist")
+
+
+def _check_actors(request: TrainRequest) -> None:
+    if request.actors < 0:
+        raise UsageError(f"--actors must be >= 0 (0 steps the envs in this process), got {request.actors}")
+    if request.actors and request.runtime.strategy == "multi_worker":
+        raise UsageError("--actors and --strategy=multi_worker: rollout actors feed one learner; pick one")
+    cluster.check_address(request.ray_address, request.actors)
 
 
 def _saved_run(run_dir: pathlib.Path | None) -> runs.RunRecord | None:
@@ -325,7 +338,9 @@ def execute(prepared: Prepared, stop_requested: Callable[[], bool] = shutdown.ne
     # Python, NumPy and TF global seeds: network initialization (under multi_worker, the chief's initial
     # values are broadcast to every worker when the variables are created).
     keras.utils.set_random_seed(request.seed)
-    with _run_directory(prepared) as (run_dir, complete):
+    actors_ray = (cluster.connected(request.ray_address, request.actors) if request.actors
+                  else contextlib.nullcontext())
+    with actors_ray, _run_directory(prepared) as (run_dir, complete):
         if complete is not None:  # another process finished it while this one waited for the lock
             return _already_complete(run_dir, complete)
         for line in runtime.banner().splitlines():
@@ -336,7 +351,7 @@ def execute(prepared: Prepared, stop_requested: Callable[[], bool] = shutdown.ne
         options = training_loop.LoopOptions(vector_mode=request.vector_mode, progress_bar=progress_bar,
                                             stop_requested=stop_requested, callbacks=tuple(callbacks),
                                             keep_checkpoints=request.keep_checkpoints or None,
-                                            init_from=prepared.source)
+                                            init_from=prepared.source, actors=request.actors)
         # Each worker its own env, exploration and replay seeds; the chief's are the run's seed.
         record = training_loop.train(request.agent, prepared.config, prepared.env, runtime.worker_seed(request.seed),
                                      runtime, run_dir, options)

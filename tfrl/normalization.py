@@ -37,9 +37,26 @@ class RunningMeanStd:
         self.var = np.ones(shape, np.float64)
         self.count = INITIAL_COUNT
 
+    @classmethod
+    def empty(cls, shape: Sequence[int] = ()) -> RunningMeanStd:
+        """Statistics of nothing yet (no prior): what a rollout actor counts apart from the learner's."""
+        stats = cls(shape)
+        stats.var, stats.count = np.zeros(shape, np.float64), 0
+        return stats
+
+    def copy(self) -> RunningMeanStd:
+        stats = RunningMeanStd(self.mean.shape)
+        stats.mean, stats.var, stats.count = self.mean.copy(), self.var.copy(), self.count
+        return stats
+
     def update(self, batch: np.ndarray) -> None:
         batch = np.asarray(batch, np.float64)
-        batch_mean, batch_var, batch_count = batch.mean(axis=0), batch.var(axis=0), len(batch)
+        self.merge(batch.mean(axis=0), batch.var(axis=0), len(batch))
+
+    def merge(self, batch_mean: np.ndarray, batch_var: np.ndarray, batch_count: float) -> None:
+        """Takes in the mean and variance of batch_count more values."""
+        if batch_count == 0:
+            return
         delta = batch_mean - self.mean
         total = self.count + batch_count
         m2 = self.var * self.count + batch_var * batch_count + delta ** 2 * self.count * batch_count / total
@@ -108,9 +125,15 @@ class ObservationNormalizer:
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         """The batch normalized with the statistics as they are (no update)."""
-        stats = self.stats
-        normalized = (np.asarray(obs, np.float64) - stats.mean) / np.sqrt(stats.var + EPSILON)
-        return np.clip(normalized, -self.layer.clip, self.layer.clip).astype(np.float32)
+        return normalized(obs, self.stats, self.layer.clip)
+
+    def snapshot(self) -> CountingNormalizer:
+        """A NumPy copy of the statistics to send where the envs are (a rollout actor)."""
+        return CountingNormalizer(self.stats.copy(), self.layer.clip)
+
+    def absorb(self, counted: RunningMeanStd) -> None:
+        """Takes in the observations a snapshot counted (CountingNormalizer.counted)."""
+        self.stats.merge(counted.mean, counted.var, counted.count)
 
     def sync(self) -> None:
         """Copies the NumPy statistics into the layer's variables (before a checkpoint, an evaluation)."""
@@ -125,12 +148,40 @@ class ObservationNormalizer:
         self.stats.count = float(self.layer.count.numpy())
 
 
-class DictObservationNormalizer:
-    """ObservationNormalizer of Dict observations: one per float vector field, over structured batches."""
+def normalized(obs: np.ndarray, stats: RunningMeanStd, clip: float) -> np.ndarray:
+    """The batch normalized by `stats` and clipped to [-clip, clip], float32."""
+    values = (np.asarray(obs, np.float64) - stats.mean) / np.sqrt(stats.var + EPSILON)
+    return np.clip(values, -clip, clip).astype(np.float32)
 
-    def __init__(self, layer: DictObservationNormalization):
-        self.layer = layer
-        self.fields = {key: ObservationNormalizer(sub) for key, sub in layer.fields.items()}
+
+class CountingNormalizer:
+    """A snapshot of an ObservationNormalizer's statistics, in NumPy alone, that goes on counting where the envs are
+    (a rollout actor) as the learner's would, and keeps what it counted there apart (`counted`) for the learner
+    to absorb."""
+
+    def __init__(self, stats: RunningMeanStd, clip: float):
+        self.stats, self.clip = stats, clip
+        self._counted = RunningMeanStd.empty(stats.mean.shape)
+
+    def observe(self, obs: np.ndarray) -> np.ndarray:
+        self.stats.update(obs)
+        self._counted.update(obs)
+        return self(obs)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return normalized(obs, self.stats, self.clip)
+
+    def counted(self) -> RunningMeanStd:
+        """The statistics of the observations counted since the snapshot."""
+        return self._counted
+
+
+class FieldNormalizers:
+    """Dict observations' normalization: one normalizer per float vector field, over structured batches (other
+    fields pass as they are)."""
+
+    def __init__(self, fields: Mapping[str, ObservationNormalizer | CountingNormalizer]):
+        self.fields = dict(fields)
 
     def observe(self, obs: np.ndarray) -> np.ndarray:
         """Adds each field of the batch to its statistics, then returns the batch normalized (a copy)."""
@@ -145,6 +196,16 @@ class DictObservationNormalizer:
             normalized[key] = normalizer(obs[key])
         return normalized
 
+    def snapshot(self) -> FieldNormalizers:
+        return FieldNormalizers({key: normalizer.snapshot() for key, normalizer in self.fields.items()})
+
+    def counted(self) -> dict[str, RunningMeanStd]:
+        return {key: normalizer.counted() for key, normalizer in self.fields.items()}
+
+    def absorb(self, counted: Mapping[str, RunningMeanStd]) -> None:
+        for key, normalizer in self.fields.items():
+            normalizer.absorb(counted[key])
+
     def sync(self) -> None:
         for normalizer in self.fields.values():
             normalizer.sync()
@@ -152,6 +213,14 @@ class DictObservationNormalizer:
     def load(self) -> None:
         for normalizer in self.fields.values():
             normalizer.load()
+
+
+class DictObservationNormalizer(FieldNormalizers):
+    """ObservationNormalizer of Dict observations: one per float vector field, over structured batches."""
+
+    def __init__(self, layer: DictObservationNormalization):
+        self.layer = layer
+        super().__init__({key: ObservationNormalizer(sub) for key, sub in layer.fields.items()})
 
 
 class NoNormalization:
@@ -165,6 +234,15 @@ class NoNormalization:
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         return obs
+
+    def snapshot(self) -> NoNormalization:
+        return NoNormalization()
+
+    def counted(self) -> None:
+        return None
+
+    def absorb(self, counted: None) -> None:
+        """Nothing was counted."""
 
     def sync(self) -> None:
         """Nothing to copy."""

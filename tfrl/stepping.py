@@ -23,10 +23,13 @@ class EnvStepError(RunError):
     stops, exit code 1."""
 
     def __init__(self, reason: str, env_step: int, last_checkpoint: tuple[int, int] | None = None):
-        self.reason, self.env_step = reason, env_step
+        self.reason, self.env_step, self.last_checkpoint = reason, env_step, last_checkpoint
         kept = ("no checkpoint had been written" if last_checkpoint is None
                 else f"checkpoint {last_checkpoint[1]} (env step {last_checkpoint[0]}) is the newest")
         super().__init__(f"the env failed at env step {env_step} ({reason}); training stopped: {kept}")
+
+    def __reduce__(self):  # pickled with its arguments (a rollout actor's error reaches the driver)
+        return EnvStepError, (self.reason, self.env_step, self.last_checkpoint)
 
     def at(self, last_checkpoint: tuple[int, int] | None) -> EnvStepError:
         """The same error, naming the newest checkpoint."""
@@ -61,12 +64,18 @@ def finished_episodes(done: np.ndarray, infos: dict) -> list[tuple[float, int]]:
     return [(float(episode["r"][i]), int(episode["l"][i])) for i in np.flatnonzero(done & recorded)]
 
 
-def reset_for_resume(env: gym.vector.VectorEnv, seed: int, env_step: int) -> np.ndarray:
+def resume_seed(*entropy: int) -> int:
+    """The reset seed of a resumed run's envs, from (seed, env_step, ...): reproducible, and unlike the first's."""
+    return int(np.random.SeedSequence(list(entropy)).generate_state(1)[0])
+
+
+def reset_for_resume(env: gym.vector.VectorEnv, seed: int, env_step: int, first_env: int = 0) -> np.ndarray:
     """Fresh episodes for a run resumed at `env_step`: the episodes in flight at the checkpoint are lost.
 
-    Seeded from (seed, env_step), so a resume is reproducible and differs from the run's first reset.
+    Seeded from (seed, env_step), so a resume is reproducible and differs from the run's first reset; env i of
+    the vector env gets resume_seed + first_env + i (first_env: where a rollout actor's share starts).
     """
-    obs, _ = env.reset(seed=int(np.random.SeedSequence([seed, env_step]).generate_state(1)[0]))
+    obs, _ = env.reset(seed=resume_seed(seed, env_step) + first_env)
     return to_batch(env.obs_spec, obs)
 
 
@@ -119,11 +128,18 @@ class VectorStepper:
         self.obs = next_batch
         return step
 
-    def resume_at(self, seed: int, env_step: int) -> None:
+    def resume_at(self, seed: int, env_step: int, first_env: int = 0) -> None:
         """Continue a restored run at `env_step` on fresh episodes (reset_for_resume)."""
         self.env_step = env_step
-        self.obs = reset_for_resume(self.env, seed, env_step)
+        self.obs = reset_for_resume(self.env, seed, env_step, first_env)
         self._check_mask(self.obs)
+
+    def log_values(self) -> dict[str, float]:
+        """What the envs add to a log record: nothing in this process (rollout actors report their rates)."""
+        return {}
+
+    def close(self) -> None:
+        self.env.close()
 
     def _check_mask(self, batch: np.ndarray) -> None:
         """EnvStepError where an action mask leaves an env no legal action to take next (the last observation of

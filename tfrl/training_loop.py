@@ -42,6 +42,7 @@ class LoopOptions:
     keep_checkpoints: int | None = checkpoints.KEEP_CHECKPOINTS  # the newest kept; None keeps all
     callbacks: Sequence[Any] = ()  # tfrl.callbacks.Callback protocol
     init_from: Any = None  # tfrl.warm_start.Source: the weights a run without a checkpoint starts from
+    actors: int = 0  # >0: the envs are stepped in this many Ray actors (tfrl.rollout_actors; Ray connected)
 
 
 @dataclasses.dataclass
@@ -74,8 +75,9 @@ def train(agent_name: str, config, env: envs.EnvSpec | str, seed: int, runtime: 
     """
     spec = agents.get(agent_name)
     env_spec = envs.as_spec(env)
-    vector_env = envs.make_vector_env(env_spec, config.num_envs, seed=seed, vector_mode=options.vector_mode,
-                                      training=True)
+    # With rollout actors, the envs here only describe the env: the actors step their own.
+    vector_env = envs.make_vector_env(env_spec, 1 if options.actors else config.num_envs, seed=seed,
+                                      vector_mode=options.vector_mode, training=True)
     try:
         return _Run(spec, config, vector_env, env_spec, seed, runtime, run_dir, options).run()
     finally:
@@ -96,7 +98,7 @@ class _Run:
         self.agent = spec.build(config, self.info, runtime, seed)
         self.checkpointer = checkpoints.Checkpointer(run_dir, self.agent.learner.checkpoint_items(),
                                                      keep=options.keep_checkpoints)
-        self.env = envs.VectorStepper(env, on_episode=lambda *episode: self.logger.episode(*episode))
+        self.env = self._stepper(env)
         self.deadlines = Deadlines.first(config)
         restored = self._restore()
         if restored is None and options.init_from is not None:
@@ -111,6 +113,16 @@ class _Run:
                                     start_env_step=self.env.env_step, start_wall_time=wall_time,
                                     final_eval_episodes=config.final_eval_episodes)
         self._rate_since = (time.perf_counter(), self.env.env_step)  # (time, env step) of the last log record
+
+    def _stepper(self, env):
+        """What steps the envs: a VectorStepper on `env`, or the agent's rollout actors (--actors)."""
+        def on_episode(*episode):
+            self.logger.episode(*episode)
+
+        if not self.options.actors:
+            return envs.VectorStepper(env, on_episode=on_episode)
+        return self.spec.rollout_actors(self.agent, self.env_spec, self.options.actors, self.seed,
+                                        self.options.vector_mode, on_episode)
 
     def _restore(self) -> checkpoints.Restored | None:
         def apply(restored: checkpoints.Restored) -> None:  # a state that does not fit: the previous checkpoint
@@ -142,6 +154,7 @@ class _Run:
         finally:
             self.logger.close()
             self.agent.close()
+            self.env.close()
 
     def _whatever_fell_due(self) -> None:
         env_step, deadlines, config = self.env.env_step, self.deadlines, self.config
@@ -161,7 +174,7 @@ class _Run:
         self.agent.settle()  # the counters and metrics of every call made so far
         now = time.perf_counter()
         since_time, since_step = self._rate_since
-        record = self.logger.log("train", env_step, {**self.agent.log_values(),
+        record = self.logger.log("train", env_step, {**self.agent.log_values(), **self.env.log_values(),
                                                      "env_steps_per_s": (env_step - since_step) / (now - since_time),
                                                      **self.agent.counters()})
         self._rate_since = (now, env_step)

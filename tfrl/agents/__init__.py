@@ -70,6 +70,25 @@ class Agent:
     def convolves(self, config, env_info) -> bool:
         return self.spec.convolves(config, env_info)
 
+    def check_actors(self, config, env_info, actors: int) -> None:
+        """UsageError unless `config` can step its envs in `actors` Ray actors (0: in this process)."""
+        if not actors:
+            return
+        if self.spec.rollout_actors is None:
+            takers = [name for name in AGENT_NAMES if get(name).spec.rollout_actors]
+            raise UsageError(f"--actors: --agent={self.name} steps its envs in the learner's process; rollout "
+                             f"actors run {', '.join(takers)}")
+        if actors > config.num_envs:
+            raise UsageError(f"--actors={actors} is more than num_envs={config.num_envs}: each actor steps at least "
+                             "one env (raise --num_envs)")
+        if self.convolves(config, env_info):
+            raise UsageError("--actors: this policy's convolutions act through TensorFlow in the learner's process, "
+                             "not in NumPy copies the actors could hold; train image observations without --actors")
+
+    def rollout_actors(self, agent, env_spec, num_actors: int, seed: int, vector_mode: str, on_episode):
+        """The agent's rollout actors (tfrl.rollout_actors), started."""
+        return _load(self.spec.rollout_actors).for_agent(agent, env_spec, num_actors, seed, vector_mode, on_episode)
+
 
 def get(name: str) -> Agent:
     if name not in _SPECS:

@@ -99,6 +99,9 @@ class AgentSpec:
     check_observations(config, env_info): UsageError if `config` cannot take the env's observations.
     estimate_memory(config, env_info, vector_mode): {component: bytes} (tfrl.memory does the arithmetic).
     convolves(config, env_info): whether its networks start with a CNN (the loop then advises on precision).
+    rollout_actors: "module:attribute" of the class whose for_agent(agent, env_spec, num_actors, seed,
+      vector_mode, on_episode) steps its envs in Ray actors (--actors) and stands in the loop where the
+      VectorStepper stands (tfrl.rollout_actors); None: its envs are stepped in the learner's process only.
     """
 
     name: str
@@ -112,6 +115,7 @@ class AgentSpec:
     images: bool = True
     check_observations: Callable[[Any, Any], None] = _no_check
     convolves: Callable[[Any, Any], bool] = lambda config, env_info: False
+    rollout_actors: str | None = None
 
 
 def rng_state(generator: np.random.Generator) -> dict:

@@ -18,7 +18,7 @@ statistics (the rollout storage is empty between updates; the observation statis
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
@@ -33,31 +33,39 @@ from tfrl.agents.core import rng_state, set_rng_state
 from tfrl.envs import EnvInfo, VectorStepper
 from tfrl.policy_memory import StatefulPolicy
 
+if TYPE_CHECKING:  # the type only: Ray loads with --actors
+    from tfrl.rollout_actors.on_policy import RayRollouts
+
 
 class ActorCriticAgent:
     def __init__(self, learner, config: ActorCriticConfig, env: EnvInfo, seed: int):
         """learner: an A2C or PPO learner (its `network`, `head` and update(Rollout))."""
         self.learner = learner
         self.config = config
-        self._env_info = env
-        self._state_size = recurrent.state_size_of(config)
-        if self._state_size:
+        self.env_info = env
+        self.state_size = recurrent.state_size_of(config)
+        if self.state_size:
             self._mirror = recurrent.acting_network(learner.network)
-            self.actor = RecurrentActor(self._mirror, learner.head, seed, config.num_envs, self._state_size)
+            self.actor = RecurrentActor(self._mirror, learner.head, seed, config.num_envs, self.state_size)
         else:
             self._mirror = networks.acting_network(learner.network, networks.NumpyActorCritic)
             self.actor = ActorCriticActor(self._mirror, learner.head, seed=seed)
         self._storage = RolloutStorage(config.rollout_length, config.num_envs, env.observations.row_shape,
-                                       learner.head, env.observations.numpy_dtype, self._state_size)
+                                       learner.head, env.observations.numpy_dtype, self.state_size)
         self._rollout: Rollout | None = None
         self._metrics: dict[str, float] = {}
         self._obs_normalizer = learner.obs_normalizer
         self._reward_scaler = (normalization.RewardScaler(config.num_envs, config.gamma, config.reward_clip)
                                if config.normalize_rewards else None)
 
-    def collect(self, env: VectorStepper) -> None:
+    def collect(self, env: VectorStepper | RayRollouts) -> None:
+        """One rollout of the envs in this process, or of the rollout actors' (--actors), which act with a copy of
+        the mirror and of the observation statistics."""
         start_env_step = env.env_step
-        last_value = collect_steps(env, self.actor, self._obs_normalizer, self.learner.head, self._storage)
+        if isinstance(env, VectorStepper):
+            last_value = collect_steps(env, self.actor, self._obs_normalizer, self.learner.head, self._storage)
+        else:
+            last_value = env.collect(self._mirror, self._obs_normalizer, self._storage)
         self._rollout = self._storage.finish(last_value, self.config.gamma, self.config.gae_lambda,
                                              self.learner.head, start_env_step, self._reward_scaler)
 
@@ -84,16 +92,16 @@ class ActorCriticAgent:
     def greedy(self):
         """The evaluated policy (frozen statistics: its observations are not counted); with memory, a
         tfrl.policy_memory.StatefulPolicy."""
-        if not self._state_size:
+        if not self.state_size:
             return self._greedy_without_memory
         return StatefulPolicy(lambda obs, state: self.actor.greedy_step(self._obs_normalizer(obs), state),
-                              self._state_size)
+                              self.state_size)
 
     def _greedy_without_memory(self, obs: np.ndarray) -> np.ndarray:
         return self.actor.greedy(self._obs_normalizer(obs))
 
     def serving_policy(self):
-        return ac_policy.serving_policy(self.config, self._env_info, self.learner.network,
+        return ac_policy.serving_policy(self.config, self.env_info, self.learner.network,
                                         self.learner.obs_normalizer.layer)
 
     def checkpoint_state(self) -> tuple[dict, dict[str, np.ndarray]]:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # the type only: storing a rollout needs no Keras
 # The [T, N, ...] arrays record() fills from the steps, before finish() (a rollout worker sends these back).
 STEP_FIELDS = ("obs", "actions", "values", "policy_params", "env_rewards", "terminated", "truncated",
                "final_values", "dones")
+MEMORY_FIELDS = ("states", "starts")  # and these, with memory
 
 
 class Rollout(NamedTuple):
@@ -82,10 +83,14 @@ class RolloutStorage:
         self.final_values[t] = 0.0 if final_values is None else final_values
         self.dones[t] = step.done
 
+    def step_fields(self) -> tuple[str, ...]:
+        """The names of the [T, N, ...] arrays record() fills."""
+        return STEP_FIELDS + (MEMORY_FIELDS if self.states is not None else ())
+
     def write_share(self, envs: slice, fields: Mapping[str, np.ndarray]) -> None:
-        """The STEP_FIELDS [T, n, ...] of the envs `envs`, as another storage of n envs recorded them."""
+        """The step_fields() [T, n, ...] of the envs `envs`, as another storage of n envs recorded them."""
         self._keep_env_reward_dtype(fields["env_rewards"].dtype)
-        for name in STEP_FIELDS:
+        for name in self.step_fields():
             getattr(self, name)[:, envs] = fields[name]
 
     def _keep_env_reward_dtype(self, dtype) -> None:

@@ -8,6 +8,8 @@ from tfrl.config import field_torsos
 from tfrl.errors import UsageError
 from tfrl.policy_inputs import STATE_NAME, input_name
 
+ROLLOUT_ACTORS = "tfrl.rollout_actors.on_policy:RayRollouts"  # --actors
+
 
 def check_observations(config, env_info) -> None:
     field_torsos(config.torso, env_info.observations)  # ConfigError if one cannot be
