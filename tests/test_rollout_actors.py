@@ -25,7 +25,8 @@ from tfrl.agents.actor_critic.networks import make_head, make_network
 from tfrl.agents.actor_critic.rollout import STEP_FIELDS, RolloutStorage
 from tfrl.errors import UsageError
 from tfrl.normalization import NoNormalization
-from tfrl.rollout_actors.on_policy import RayRollouts, ShareSetup, shares
+from tfrl.rollout_actors.on_policy import RayRollouts, ShareSetup
+from tfrl.rollout_actors.pool import shares
 from tfrl.stepping import EnvStepError
 
 import actor_envs
@@ -135,8 +136,9 @@ def test_the_learners_statistics_take_in_every_observation_the_actors_counted(ra
     assert np.abs(remote.obs.reshape(-1, 4).mean(axis=0)).max() < 0.5
 
 
-def _train(tmp_path, name, actors, env="CartPole-v1", **kwargs):
-    run = tfrl.train("ppo", env, hp=SHORT_PPO, preset="none", run_dir=tmp_path / name, actors=actors,
+def _train(tmp_path, name, actors, env="CartPole-v1", agent="ppo", **kwargs):
+    hp = SHORT_PPO if agent == "ppo" else SHORT_OFF_POLICY
+    run = tfrl.train(agent, env, hp=hp, preset="none", run_dir=tmp_path / name, actors=actors,
                      verbose=0, progress_bar=False, **kwargs)
     records = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
     return run, records
@@ -153,9 +155,33 @@ def test_a_run_with_one_actor_is_the_in_process_run(ray_local, tmp_path):
     assert [r for r in remote if r["kind"] == "train"][-1]["actor_restarts"] == 0
 
 
-def test_a_killed_actor_is_replaced_and_the_run_completes(ray_local, tmp_path):
+# Short off-policy runs whose train calls fall at the same env steps in rounds of actors as in one process
+# (learning_starts a multiple of the period, the period of num_envs), so that one actor repeats the run exactly.
+SHORT_OFF_POLICY = {"total_env_steps": 1024, "num_envs": 2, "learning_starts": 256, "train_period_env_steps": 64,
+                    "gradient_steps_per_train": 8, "batch_size": 32, "hidden_sizes": (16,), "log_interval": 128,
+                    "eval_interval": 0, "final_eval_episodes": 3, "checkpoint_interval": 0}
+
+
+@pytest.mark.parametrize("agent, env", [("dqn", "CartPole-v1"), ("sac", "Pendulum-v1"), ("td3", "Pendulum-v1")])
+def test_an_off_policy_run_with_one_actor_is_the_in_process_run(ray_local, tmp_path, agent, env):
+    runs = {}
+    for actors in (0, 1):
+        tfrl.train(agent, env, hp=SHORT_OFF_POLICY, preset="none", run_dir=tmp_path / str(actors), actors=actors,
+                   verbose=0, progress_bar=False)
+        records = [json.loads(line) for line in (tmp_path / str(actors) / "metrics.jsonl").read_text().splitlines()]
+        runs[actors] = [{k: v for k, v in r.items() if k not in _NOT_LEARNED and not k.startswith("actor_")}
+                        for r in records if r["kind"] in ("train", "final_eval")]
+    assert runs[1] == runs[0] and len(runs[0]) == 9
+    assert runs[0][-1]["gradient_steps"] == (1024 - 256) // 64 * 8 + 8  # calls at 256, 320, ..., 1024
+
+
+_NOT_LEARNED = ("wall_time_s", "env_steps_per_s", "time")
+
+
+@pytest.mark.parametrize("agent", ["ppo", "dqn"])
+def test_a_killed_actor_is_replaced_and_the_run_completes(ray_local, tmp_path, agent):
     marker = tmp_path / "killed"
-    run, records = _train(tmp_path, "run", actors=2, env=actor_envs.dies_once,
+    run, records = _train(tmp_path, "run", actors=2, env=actor_envs.dies_once, agent=agent,
                           env_kwargs={"marker": str(marker), "driver_pid": os.getpid()})
     assert marker.exists()  # an actor's process was killed at an env's 30th step
     train = [r for r in records if r["kind"] == "train"]
@@ -172,18 +198,20 @@ def test_envs_that_keep_raising_stop_the_run_naming_the_cause(ray_local, tmp_pat
 @pytest.mark.parametrize("kwargs, message", [
     ({"actors": -1}, "--actors must be >= 0"),
     ({"actors": 5}, "--actors=5 is more than num_envs=4"),
-    ({"actors": 2, "agent": "dqn"}, "--actors: --agent=dqn steps its envs in the learner's process; rollout actors "
-                                    "run a2c, ppo"),
+    ({"actors": 2, "agent": "dqn", "hp": {"num_envs": 3, "train_period_env_steps": 64}},
+     "--actors: train_period_env_steps=64 must be a multiple of num_envs=3"),
+    ({"actors": 2, "agent": "dqn", "env": "tfrl/Catch-v0", "hp": {"num_envs": 2}},
+     "--actors: this policy's convolutions act through TensorFlow in the learner's process"),
     ({"actors": 0, "ray_address": "auto"}, "--ray_address is where --actors=N run"),
     ({"actors": 2, "ray_address": "127.0.0.1:1"}, "--ray_address=127.0.0.1:1: nothing answers there"),
     ({"actors": 2, "ray_address": "ray://127.0.0.1:10001"}, "Ray Client addresses"),
     ({"actors": 2, "ray_address": "no-port"}, "expected host:port"),
 ])
 def test_bad_actor_options_are_one_line_and_write_nothing(tmp_path, kwargs, message):
-    agent = kwargs.pop("agent", "ppo")
+    kwargs = dict(kwargs)
+    agent, env, hp = kwargs.pop("agent", "ppo"), kwargs.pop("env", "CartPole-v1"), kwargs.pop("hp", SHORT_PPO)
     with pytest.raises(UsageError, match=message):
-        tfrl.train(agent, "CartPole-v1", hp=SHORT_PPO if agent == "ppo" else {}, run_dir=tmp_path / "run",
-                   verbose=0, **kwargs)
+        tfrl.train(agent, env, hp=hp, preset="none", run_dir=tmp_path / "run", verbose=0, **kwargs)
     assert not (tmp_path / "run").exists()
 
 

@@ -81,6 +81,7 @@ class Agent:
         if actors > config.num_envs:
             raise UsageError(f"--actors={actors} is more than num_envs={config.num_envs}: each actor steps at least "
                              "one env (raise --num_envs)")
+        self.spec.check_actors(config)
         if self.convolves(config, env_info):
             raise UsageError("--actors: this policy's convolutions act through TensorFlow in the learner's process, "
                              "not in NumPy copies the actors could hold; train image observations without --actors")

@@ -102,6 +102,7 @@ class AgentSpec:
     rollout_actors: "module:attribute" of the class whose for_agent(agent, env_spec, num_actors, seed,
       vector_mode, on_episode) steps its envs in Ray actors (--actors) and stands in the loop where the
       VectorStepper stands (tfrl.rollout_actors); None: its envs are stepped in the learner's process only.
+    check_actors(config): UsageError if `config` cannot step its envs in rollout actors (no TensorFlow).
     """
 
     name: str
@@ -116,6 +117,7 @@ class AgentSpec:
     check_observations: Callable[[Any, Any], None] = _no_check
     convolves: Callable[[Any, Any], bool] = lambda config, env_info: False
     rollout_actors: str | None = None
+    check_actors: Callable[[Any], None] = lambda config: None  # UsageError if `config` cannot run with --actors
 
 
 def rng_state(generator: np.random.Generator) -> dict:

@@ -7,6 +7,7 @@ import numpy as np
 
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.observations import legal_actions
+from tfrl.replay import NStepBuilder
 from tfrl.schedules import Schedule
 
 
@@ -28,6 +29,10 @@ class EpsilonGreedyActor:
         """The exploration RNG; its state is checkpointed."""
         return self._rng
 
+    def use(self, q_values_fn) -> None:
+        """Acts on `q_values_fn` from now on (a copy of newer weights, as a rollout actor receives them)."""
+        self._q_values = q_values_fn
+
     def act(self, obs: np.ndarray, epsilon: float) -> np.ndarray:
         legal = legal_actions(obs)
         greedy = masked_argmax(self._q_values(obs), legal)
@@ -47,3 +52,28 @@ class EpsilonGreedyActor:
 def masked_argmax(values: np.ndarray, legal: np.ndarray | None) -> np.ndarray:
     """argmax over the last axis [N, A] -> [N], among the legal actions (legal: bool [N, A], None: all)."""
     return np.argmax(values if legal is None else np.where(legal, values, -np.inf), axis=-1)
+
+
+class DQNActing:
+    """DQN's side of a vector step: epsilon-greedy actions (epsilon of the run's env step), then the n-step
+    transitions of each env. In the learner's process, or in a rollout actor for its envs (tfrl.rollout_actors)."""
+
+    def __init__(self, q_values_fn, num_envs: int, seed: int, *, config: DQNConfig, num_actions: int):
+        self.actor = EpsilonGreedyActor(q_values_fn, num_actions, seed=seed)
+        self._config = config
+        self._nstep = NStepBuilder(config.n_step_return, config.gamma, num_envs)
+
+    @property
+    def rng(self) -> np.random.Generator:
+        return self.actor.rng
+
+    def use(self, q_values_fn) -> None:
+        self.actor.use(q_values_fn)
+
+    def step(self, env, env_step: int, obs_normalizer=None, observe=None):
+        """One vector step of `env` (a VectorStepper); the complete transitions, or None. observe(step): (s_t,
+        s_t+1) as the replay stores them (default: whole observations). DQN normalizes no observations."""
+        del obs_normalizer
+        step = env.step(self.actor.act(env.obs, linear_epsilon(env_step, self._config)))
+        obs, final_obs = (step.obs, step.final_obs()) if observe is None else observe(step)
+        return self._nstep.step(obs, step.action, step.reward, step.terminated, step.truncated, final_obs)

@@ -13,23 +13,28 @@ flight at the checkpoint, and their n-step transitions, are lost.
 
 from __future__ import annotations
 
-from typing import Mapping
+import functools
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 
 from tfrl import networks
 from tfrl.agents.core import rng_state, set_rng_state
 from tfrl.agents.dqn import policy as dqn_policy
-from tfrl.agents.dqn.actor import EpsilonGreedyActor, linear_epsilon
+from tfrl.agents.dqn.actor import DQNActing, linear_epsilon
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
-from tfrl.agents.off_policy.training import ReplayTraining, check_first_batch
+from tfrl.agents.off_policy.training import ReplayTraining, check_first_batch, collect_transitions
 from tfrl.deadlines import next_deadline
 from tfrl.envs import EnvInfo, VectorStepper
 from tfrl.frame_replay import FrameStackReplay
+from tfrl.normalization import NoNormalization
 from tfrl.prioritized_replay import PrioritizedReplay
-from tfrl.replay import NStepBuilder, UniformReplay
+from tfrl.replay import UniformReplay
 from tfrl.schedules import Schedule
+
+if TYPE_CHECKING:  # the type only: Ray loads with --actors
+    from tfrl.rollout_actors.off_policy import RayTransitions
 
 
 def importance_sampling_beta(env_step: int, config: DQNConfig) -> float:
@@ -58,9 +63,9 @@ class DQNAgent:
         self.config = config
         self._env_info = env
         self._mirror = networks.acting_network(learner.online, networks.NumpyQNetwork)
-        self.actor = EpsilonGreedyActor(self._mirror, env.num_actions, seed=seed)
+        self.acting = self.acting_factory()(self._mirror, config.num_envs, seed)
+        self.actor = self.acting.actor
         self.training = ReplayTraining(learner, config, _make_replay(config, env, seed), self._apply)
-        self._nstep = NStepBuilder(config.n_step_return, config.gamma, config.num_envs)
         self._target_update_at = config.target_update_period_env_steps  # env step of the next target update
         self._metrics = {"loss": float("nan"), "q_mean": float("nan")}
         self._epsilon = linear_epsilon(0, config)
@@ -69,13 +74,15 @@ class DQNAgent:
     def replay(self):
         return self.training.replay
 
-    def collect(self, env: VectorStepper) -> None:
-        self._epsilon = linear_epsilon(env.env_step, self.config)
-        step = env.step(self.actor.act(env.obs, self._epsilon))
-        obs, final_obs = self.replay.observe(step)  # frame refs for a frame-stack replay, else whole observations
-        transitions = self._nstep.step(obs, step.action, step.reward, step.terminated, step.truncated, final_obs)
-        if transitions is not None:
-            self.replay.add(*transitions)
+    def acting_factory(self) -> Callable[[Any, int, int], DQNActing]:
+        """(mirror, num_envs, seed) -> acting for that many envs: this agent's, or a rollout actor's (picklable)."""
+        return functools.partial(DQNActing, config=self.config, num_actions=self._env_info.num_actions)
+
+    def collect(self, env: VectorStepper | RayTransitions) -> None:
+        """One vector step here, or one round of the rollout actors (--actors); frame refs for a frame-stack
+        replay, else whole observations."""
+        collect_transitions(env, self.acting, self._mirror, NoNormalization(), self.replay, self.replay.observe)
+        self._epsilon = linear_epsilon(env.env_step - self.config.num_envs, self.config)  # of the last step taken
 
     def train(self, env_step: int) -> None:
         config = self.config

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tfrl import memory
 from tfrl.agents.core import AgentSpec
+from tfrl.rollout_actors import off_policy as off_policy_actors
 from tfrl.config import field_torsos
 from tfrl.errors import UsageError
 
@@ -37,4 +38,5 @@ SPEC = AgentSpec("dqn", config="tfrl.agents.dqn.config:DQNConfig", learner="tfrl
                  agent="tfrl.agents.dqn.agent:DQNAgent", policy="tfrl.agents.dqn.policy",
                  estimate_memory=estimate_memory, check_observations=check_observations, convolves=convolves,
                  refusals={"multi_discrete": "a Q-function over every combination of the dimensions grows "
-                                             "exponentially, and factorized ones are a research topic"})
+                                             "exponentially, and factorized ones are a research topic"},
+                 rollout_actors=off_policy_actors.ROLLOUT_ACTORS, check_actors=off_policy_actors.check_config)

@@ -20,6 +20,7 @@ from tfrl import distribute
 from tfrl.agents.core import LearnerUpdate
 from tfrl.agents.off_policy.config import OffPolicyConfig
 from tfrl.deadlines import next_deadline
+from tfrl.envs import VectorStepper
 
 
 class TrainCalls:
@@ -101,6 +102,19 @@ class ReplayTraining:
     def restore(self, state: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
         self.train_at = state["next_train_at"]
         self.replay.restore_checkpoint_state(arrays, state["replay"])
+
+
+def collect_transitions(env, acting, mirror, obs_normalizer, replay, observe=None) -> None:
+    """One vector step of the envs in this process (env: a VectorStepper, stepped by `acting`), or one round of
+    the rollout actors (env: tfrl.rollout_actors.off_policy.RayTransitions, which act with copies of `mirror`
+    and of the observation statistics): every transition into the replay."""
+    if isinstance(env, VectorStepper):
+        batches = [acting.step(env, env.env_step, obs_normalizer, observe)]
+    else:
+        batches = env.collect(mirror, obs_normalizer)
+    for transitions in batches:
+        if transitions is not None:
+            replay.add(*transitions)
 
 
 def check_first_batch(agent: str, config: OffPolicyConfig, runtime, lag: int = 0) -> None:

@@ -14,25 +14,33 @@ from tfrl.agents.sac.policy import LOG_STD_MAX, LOG_STD_MIN
 from tfrl.envs import EnvInfo
 
 
+class SquashedGaussianExplorer:
+    """tanh(mean + std * noise) of the mirror's Gaussian, its log std clipped as the learner clips it."""
+
+    def __init__(self, mirror: networks.NumpySquashedActor, config: SACConfig):
+        del config
+        self._mirror = mirror
+
+    def use(self, mirror: networks.NumpySquashedActor) -> None:
+        self._mirror = mirror
+
+    def __call__(self, obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        mean, log_std = self._mirror(obs)
+        std = np.exp(np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX))
+        return np.tanh(mean + std * rng.standard_normal(mean.shape)).astype(np.float32)
+
+
 class SACAgent(ContinuousAgent):
     NAME = "SAC"
     NOISE_FIELDS = ("noise_next", "noise")
+    EXPLORER = SquashedGaussianExplorer
     BATCH = SACBatch
 
     def __init__(self, learner: SACLearner, config: SACConfig, env: EnvInfo, seed: int):
         super().__init__(learner, config, env, seed, networks.NumpySquashedActor(learner.actor))
 
-    def _actor(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(mean, log std clipped as the learner clips it) [N, D] of the NumPy mirror."""
-        mean, log_std = self._mirror(obs)
-        return mean, np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
-
-    def explore(self, obs: np.ndarray) -> np.ndarray:
-        mean, log_std = self._actor(obs)
-        return np.tanh(mean + np.exp(log_std) * self.rng.standard_normal(mean.shape)).astype(np.float32)
-
     def greedy_squashed(self, obs: np.ndarray) -> np.ndarray:
-        return np.tanh(self._actor(obs)[0])
+        return np.tanh(self._mirror(obs)[0])
 
     def serving_policy(self):
         return sac_policy.serving_policy(self.config, self._env_info, self.learner.actor,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tfrl import memory
 from tfrl.agents.core import AgentSpec
+from tfrl.rollout_actors import off_policy as off_policy_actors
 
 
 def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
@@ -22,4 +23,5 @@ def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
 
 SPEC = AgentSpec("sac", config="tfrl.agents.sac.config:SACConfig", learner="tfrl.agents.sac.learning:SACLearner",
                  agent="tfrl.agents.sac.agent:SACAgent", policy="tfrl.agents.sac.policy",
-                 estimate_memory=estimate_memory, actions=("continuous",), images=False)
+                 estimate_memory=estimate_memory, actions=("continuous",), images=False,
+                 rollout_actors=off_policy_actors.ROLLOUT_ACTORS, check_actors=off_policy_actors.check_config)

@@ -13,18 +13,29 @@ from tfrl.agents.td3.learning import TD3Batch, TD3Learner
 from tfrl.envs import EnvInfo
 
 
+class GaussianNoiseExplorer:
+    """The mirror's action plus Gaussian noise of std exploration_noise, clipped to [-1, 1]."""
+
+    def __init__(self, mirror: networks.NumpyDeterministicActor, config: TD3Config):
+        self._mirror, self._scale = mirror, config.exploration_noise
+
+    def use(self, mirror: networks.NumpyDeterministicActor) -> None:
+        self._mirror = mirror
+
+    def __call__(self, obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        action = self._mirror(obs)
+        noise = self._scale * rng.standard_normal(action.shape)
+        return np.clip(action + noise, -1.0, 1.0).astype(np.float32)
+
+
 class TD3Agent(ContinuousAgent):
     NAME = "TD3"
     NOISE_FIELDS = ("noise_next",)
+    EXPLORER = GaussianNoiseExplorer
     BATCH = TD3Batch
 
     def __init__(self, learner: TD3Learner, config: TD3Config, env: EnvInfo, seed: int):
         super().__init__(learner, config, env, seed, networks.NumpyDeterministicActor(learner.actor))
-
-    def explore(self, obs: np.ndarray) -> np.ndarray:
-        action = self._mirror(obs)
-        noise = self.config.exploration_noise * self.rng.standard_normal(action.shape)
-        return np.clip(action + noise, -1.0, 1.0).astype(np.float32)
 
     def greedy_squashed(self, obs: np.ndarray) -> np.ndarray:
         return self._mirror(obs)
