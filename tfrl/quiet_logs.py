@@ -10,6 +10,8 @@ to"). `quiet()` drops exactly those:
     except the lines that match NATIVE_NOISE (every native INFO line, and the CPU-feature warnings). At exit
     the real stderr is put back and the pipe drained.
   - absl records below WARNING that come from TensorFlow's or Keras' own modules are filtered out.
+  - matplotlib's INFO lines too (EnvPool imports it, and its first import on a machine logs "generated new
+    fontManager"), unless the user set that logger's level.
 
 Everything else, tfrl's logs and errors included, goes through unchanged and in order.
 """
@@ -49,6 +51,8 @@ def quiet() -> None:
     _installed = True
     logging.getLogger("absl").addFilter(_LibraryInfoFilter())
     logging.getLogger("tensorflow").addFilter(_LibraryInfoFilter())
+    if logging.getLogger("matplotlib").level == logging.NOTSET:
+        logging.getLogger("matplotlib").setLevel(logging.WARNING)
     try:
         _filter_native_stderr()
     except OSError:  # no fd 2 to redirect (a detached process): the noise stays, nothing breaks

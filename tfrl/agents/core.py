@@ -43,7 +43,8 @@ class Agent(Protocol):
     learner: Learner
 
     def collect(self, env: VectorStepper) -> None:
-        """Act on `env` and store what happened: one vector step (DQN) or one rollout (A2C, PPO)."""
+        """Act on `env` and store what happened: one vector step (DQN) or one rollout (A2C, PPO). With --actors,
+        `env` is the agent's rollout actors (AgentSpec.rollout_actors) instead: one round of them."""
 
     def train(self, env_step: int) -> None:
         """Train on what was collected if a train call is due at `env_step`, and refresh the actor's weights."""
