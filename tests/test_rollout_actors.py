@@ -137,7 +137,7 @@ def test_the_learners_statistics_take_in_every_observation_the_actors_counted(ra
 
 
 def _train(tmp_path, name, actors, env="CartPole-v1", agent="ppo", **kwargs):
-    hp = SHORT_PPO if agent == "ppo" else SHORT_OFF_POLICY
+    hp = kwargs.pop("hp", SHORT_PPO if agent == "ppo" else SHORT_OFF_POLICY)
     run = tfrl.train(agent, env, hp=hp, preset="none", run_dir=tmp_path / name, actors=actors,
                      verbose=0, progress_bar=False, **kwargs)
     records = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
@@ -178,15 +178,32 @@ def test_an_off_policy_run_with_one_actor_is_the_in_process_run(ray_local, tmp_p
 _NOT_LEARNED = ("wall_time_s", "env_steps_per_s", "time")
 
 
-@pytest.mark.parametrize("agent", ["ppo", "dqn"])
-def test_a_killed_actor_is_replaced_and_the_run_completes(ray_local, tmp_path, agent):
+@pytest.mark.parametrize("agent, actor_mode", [("ppo", "sync"), ("dqn", "sync"), ("ppo", "async")])
+def test_a_killed_actor_is_replaced_and_the_run_completes(ray_local, tmp_path, agent, actor_mode):
     marker = tmp_path / "killed"
-    run, records = _train(tmp_path, "run", actors=2, env=actor_envs.dies_once, agent=agent,
-                          env_kwargs={"marker": str(marker), "driver_pid": os.getpid()})
+    # Asynchronous updates take what arrives: the other actor alone could make every rollout of a short run in the
+    # ~2 s Ray takes to report the death; here it would need ~8 s.
+    total, step_seconds = (8192, 0.001) if actor_mode == "async" else (1024, 0.0)
+    hp = {**(SHORT_PPO if agent == "ppo" else SHORT_OFF_POLICY), "total_env_steps": total}
+    run, records = _train(tmp_path, "run", actors=2, env=actor_envs.dies_once, agent=agent, actor_mode=actor_mode,
+                          hp=hp, env_kwargs={"marker": str(marker), "driver_pid": os.getpid(),
+                                             "step_seconds": step_seconds})
     assert marker.exists()  # an actor's process was killed at an env's 30th step
     train = [r for r in records if r["kind"] == "train"]
-    assert train[-1]["env_step"] == 1024 and train[-1]["actor_restarts"] == 1
-    assert run.complete and run.result["env_step"] == 1024
+    assert train[-1]["env_step"] == total and train[-1]["actor_restarts"] == 1
+    assert run.complete and run.result["env_step"] == total
+
+
+def test_an_async_run_trains_on_rollouts_of_older_weights_and_logs_their_lag(ray_local, tmp_path):
+    run, records = _train(tmp_path, "run", actors=2, actor_mode="async", weight_sync_period=2)
+    train = [r for r in records if r["kind"] == "train"]
+    assert [r["env_step"] for r in train] == list(range(128, 1025, 128)) and run.complete
+    # Each update after the first takes first a rollout submitted before it: acted with weights >= 1 update old.
+    # The weights are sent every 2 updates, so the first rollout update 2 takes acted with update 0's: lag 2.
+    assert train[0]["policy_lag_max"] == 0 and all(r["policy_lag_max"] >= 1 for r in train[1:])
+    assert train[2]["policy_lag_max"] >= 2 and all(0 <= r["policy_lag_mean"] <= r["policy_lag_max"] for r in train)
+    assert all(0 <= r["rollouts_waiting"] <= 2 and np.isfinite(r["explained_variance"]) for r in train)
+    assert [r for r in records if r["kind"] == "final_eval"]
 
 
 def test_envs_that_keep_raising_stop_the_run_naming_the_cause(ray_local, tmp_path):
@@ -202,6 +219,14 @@ def test_envs_that_keep_raising_stop_the_run_naming_the_cause(ray_local, tmp_pat
      "--actors: train_period_env_steps=64 must be a multiple of num_envs=3"),
     ({"actors": 2, "agent": "dqn", "env": "tfrl/Catch-v0", "hp": {"num_envs": 2}},
      "--actors: this policy's convolutions act through TensorFlow in the learner's process"),
+    ({"actors": 2, "actor_mode": "async", "agent": "dqn", "hp": {"num_envs": 2}},
+     "--actor_mode=async is A2C's and PPO's"),
+    ({"actors": 3, "actor_mode": "async"}, "--actor_mode=async: num_envs=4 must be a multiple of --actors=3"),
+    ({"actors": 2, "actor_mode": "async", "hp": {**SHORT_PPO, "lstm_units": 8}}, "a policy with memory"),
+    ({"actors": 2, "weight_sync_period": 2}, "--weight_sync_period: synchronous rollouts act with the learner's"),
+    ({"actors": 2, "weight_sync_period": 0}, "--weight_sync_period must be >= 1"),
+    ({"actors": 2, "actor_mode": "later"}, "--actor_mode must be one of sync, async, got 'later'"),
+    ({"actor_mode": "async"}, "--actor_mode and --weight_sync_period are how rollout actors run"),
     ({"actors": 0, "ray_address": "auto"}, "--ray_address is where --actors=N run"),
     ({"actors": 2, "ray_address": "127.0.0.1:1"}, "--ray_address=127.0.0.1:1: nothing answers there"),
     ({"actors": 2, "ray_address": "ray://127.0.0.1:10001"}, "Ray Client addresses"),

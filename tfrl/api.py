@@ -42,8 +42,8 @@ def train(agent: str, env: str | Callable[..., Any] | envs.EnvSpec, *, hp: Mappi
           callbacks: Sequence[Any] = (), vector_mode: str = "sync", keep_checkpoints: int = 3,
           export: bool = True, model_name: str | None = None, new_run: bool = False,
           init_from: str | os.PathLike | None = None, config_dir: str | os.PathLike | None = None,
-          verbose: int = 1, progress_bar: bool | None = None, actors: int = 0,
-          ray_address: str | None = None) -> Run:
+          verbose: int = 1, progress_bar: bool | None = None, actors: int = 0, actor_mode: str = "sync",
+          weight_sync_period: int = 1, ray_address: str | None = None) -> Run:
     """Trains `agent` ("dqn", "a2c", "ppo", "sac", "td3") on `env` and returns the Run.
 
     env: a gymnasium id ("CartPole-v1"), "module:Id" (the module is imported first: it registers the id), or a
@@ -62,9 +62,12 @@ def train(agent: str, env: str | Callable[..., Any] | envs.EnvSpec, *, hp: Mappi
     model_name: the export's name under <run_dir>/saved_models/ (default <agent>-<env>).
     verbose: 0 warnings only, 1 the run's log lines on stderr (as the CLI), 2 also TensorFlow's own start-up lines.
     progress_bar: a progress bar on stderr; None: when stderr is a terminal.
-    actors: A2C and PPO step their envs in this many Ray actors (extra ray; docs/distributed.md), each with its
-      share of num_envs; 0 steps them in this process. ray_address: the Ray cluster ("auto", "host:port");
-      None starts a local Ray for the run (a Ray this program connected already is used as it is).
+    actors: step the envs in this many Ray actors (extra ray; docs/distributed.md), each with its share of
+      num_envs; 0 steps them in this process. actor_mode: "sync" (every round with the learner's newest
+      weights) or, for A2C and PPO, "async" (updates on the rollouts that arrived first, corrected with V-trace).
+      weight_sync_period: updates between two refreshes of the actors' weights (async, DQN, SAC, TD3).
+      ray_address: the Ray cluster ("auto", "host:port"); None starts a local Ray for the run (a Ray this
+      program connected already is used as it is).
     Ctrl-C or SIGTERM (in the main thread) saves a checkpoint, then interrupts as it would have without tfrl:
     KeyboardInterrupt for Ctrl-C. Calling train() again the same way continues the run.
     Raises tfrl.errors.UsageError on bad input before anything is written.
@@ -75,7 +78,7 @@ def train(agent: str, env: str | Callable[..., Any] | envs.EnvSpec, *, hp: Mappi
         run_dir=arguments["run_dir"], runtime=runtime or RuntimeOptions(), vector_mode=vector_mode,
         keep_checkpoints=keep_checkpoints, export=export, model_name=model_name, new_run=new_run,
         init_from=arguments["init_from"], config_dir=arguments["config_dir"], actors=actors,
-        ray_address=ray_address)
+        actor_mode=actor_mode, weight_sync_period=weight_sync_period, ray_address=ray_address)
     with _logging(verbose), shutdown.StopRequest.while_training() as stop:
         prepared = launch.prepare(request)
         result = launch.execute(prepared, stop_requested=stop.requested, callbacks=callbacks,
@@ -90,7 +93,8 @@ _TYPES = {  # argument: (accepted types, what the message calls them); bool is r
     "export": (bool, "True or False"), "new_run": (bool, "True or False"),
     "progress_bar": (bool, "True, False or None"), "model_name": (str, "a string"),
     "run_dir": ((str, os.PathLike), "a path"), "init_from": ((str, os.PathLike), "a path"),
-    "config_dir": ((str, os.PathLike), "a path"), "actors": (int, "an integer"), "ray_address": (str, "a string"),
+    "config_dir": ((str, os.PathLike), "a path"), "actors": (int, "an integer"), "actor_mode": (str, "a string"),
+    "weight_sync_period": (int, "an integer"), "ray_address": (str, "a string"),
 }
 
 
@@ -99,7 +103,7 @@ def _checked_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
     for name, (kinds, description) in _TYPES.items():
         value = arguments[name]
         if value is None and name not in ("agent", "seed", "keep_checkpoints", "verbose", "export", "new_run",
-                                          "actors"):
+                                          "actors", "actor_mode", "weight_sync_period"):
             continue
         wrong_bool = isinstance(value, bool) and kinds is int
         if not isinstance(value, kinds) or wrong_bool:

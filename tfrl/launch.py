@@ -33,7 +33,7 @@ from tfrl import agents, cli, config as config_lib, cpu_features, distribute, en
 from tfrl import presets, run_finder, runtime as runtime_lib, shutdown, warm_start
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
-from tfrl.rollout_actors import cluster
+from tfrl.rollout_actors import MODES, ActorSettings, cluster
 
 # TensorFlow loads in execute(), after every check.
 checkpoints = LazyModule("tfrl.checkpoints")
@@ -66,7 +66,13 @@ class TrainRequest:
     export: bool = True
     model_name: str | None = None  # None: <agent>-<env>
     actors: int = 0  # >0: step the envs in this many Ray actors (tfrl.rollout_actors)
+    actor_mode: str = "sync"  # tfrl.rollout_actors.MODES
+    weight_sync_period: int = 1  # updates between two refreshes of the actors' weights
     ray_address: str | None = None  # the actors' Ray: None starts one here (tfrl.rollout_actors.cluster)
+
+    @property
+    def actor_settings(self) -> ActorSettings:
+        return ActorSettings(self.actors, self.actor_mode, self.weight_sync_period)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +144,7 @@ def _record(request: TrainRequest, spec: agents.Agent, env: envs.EnvSpec, info: 
     config = config_lib.apply_overrides(config, request.hp, "--hp")
     spec.check_env(info, config)
     spec.check_memory(config, info, request.vector_mode)
-    spec.check_actors(config, info, request.actors)
+    spec.check_actors(config, info, request.actor_settings)
     runtime_lib.validate_options(request.runtime)
     if request.run_dir is not None:
         cli.check_output_dir("run_dir", request.run_dir)
@@ -246,6 +252,12 @@ def _check_actors(request: TrainRequest) -> None:
         raise UsageError(f"--actors must be >= 0 (0 steps the envs in this process), got {request.actors}")
     if request.actors and request.runtime.strategy == "multi_worker":
         raise UsageError("--actors and --strategy=multi_worker: rollout actors feed one learner; pick one")
+    if request.actor_mode not in MODES:
+        raise UsageError(f"--actor_mode must be one of {', '.join(MODES)}, got {request.actor_mode!r}")
+    if isinstance(request.weight_sync_period, bool) or request.weight_sync_period < 1:
+        raise UsageError(f"--weight_sync_period must be >= 1 (updates), got {request.weight_sync_period}")
+    if not request.actors and (request.actor_mode != "sync" or request.weight_sync_period != 1):
+        raise UsageError("--actor_mode and --weight_sync_period are how rollout actors run; give --actors too")
     cluster.check_address(request.ray_address, request.actors)
 
 
@@ -351,7 +363,7 @@ def execute(prepared: Prepared, stop_requested: Callable[[], bool] = shutdown.ne
         options = training_loop.LoopOptions(vector_mode=request.vector_mode, progress_bar=progress_bar,
                                             stop_requested=stop_requested, callbacks=tuple(callbacks),
                                             keep_checkpoints=request.keep_checkpoints or None,
-                                            init_from=prepared.source, actors=request.actors)
+                                            init_from=prepared.source, actors=request.actor_settings)
         # Each worker its own env, exploration and replay seeds; the chief's are the run's seed.
         record = training_loop.train(request.agent, prepared.config, prepared.env, runtime.worker_seed(request.seed),
                                      runtime, run_dir, options)

@@ -269,12 +269,15 @@ class RewardScaler:
         self.stats = RunningMeanStd()
         self.returns = np.zeros(num_envs, np.float64)  # G per env, of the episode in progress
 
-    def scale(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
-        """Updates G and its variance with this vector step's rewards [N], returns them scaled (float32)."""
-        self.returns = self.returns * self.gamma + reward
-        self.stats.update(self.returns)
+    def scale(self, reward: np.ndarray, done: np.ndarray, envs: slice = slice(None)) -> np.ndarray:
+        """Updates G and its variance with this vector step's rewards of the envs `envs` (all by default),
+        returns them scaled (float32)."""
+        returns = self.returns[envs] * self.gamma + reward
+        self.returns[envs] = returns
+        self.stats.update(returns)
         scaled = np.clip(reward / np.sqrt(self.stats.var + EPSILON), -self.clip, self.clip)
-        self.returns[np.asarray(done, bool)] = 0.0
+        returns[np.asarray(done, bool)] = 0.0
+        self.returns[envs] = returns
         return scaled.astype(np.float32)
 
     def state(self) -> dict[str, np.ndarray]:

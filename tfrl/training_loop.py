@@ -29,6 +29,7 @@ from tfrl import agents, best_policy, checkpoints, envs, evaluation, numerics, s
 from tfrl import cpu_features, precision, warm_start
 from tfrl.deadlines import next_deadline
 from tfrl.metrics import MetricsLogger, MetricsWriteError
+from tfrl.rollout_actors import ActorSettings
 from tfrl.runtime import Runtime
 
 
@@ -42,7 +43,7 @@ class LoopOptions:
     keep_checkpoints: int | None = checkpoints.KEEP_CHECKPOINTS  # the newest kept; None keeps all
     callbacks: Sequence[Any] = ()  # tfrl.callbacks.Callback protocol
     init_from: Any = None  # tfrl.warm_start.Source: the weights a run without a checkpoint starts from
-    actors: int = 0  # >0: the envs are stepped in this many Ray actors (tfrl.rollout_actors; Ray connected)
+    actors: ActorSettings = ActorSettings()  # count > 0: the envs are stepped in Ray actors (Ray connected)
 
 
 @dataclasses.dataclass
@@ -76,7 +77,7 @@ def train(agent_name: str, config, env: envs.EnvSpec | str, seed: int, runtime: 
     spec = agents.get(agent_name)
     env_spec = envs.as_spec(env)
     # With rollout actors, the envs here only describe the env: the actors step their own.
-    vector_env = envs.make_vector_env(env_spec, 1 if options.actors else config.num_envs, seed=seed,
+    vector_env = envs.make_vector_env(env_spec, 1 if options.actors.count else config.num_envs, seed=seed,
                                       vector_mode=options.vector_mode, training=True)
     try:
         return _Run(spec, config, vector_env, env_spec, seed, runtime, run_dir, options).run()
@@ -119,7 +120,7 @@ class _Run:
         def on_episode(*episode):
             self.logger.episode(*episode)
 
-        if not self.options.actors:
+        if not self.options.actors.count:
             return envs.VectorStepper(env, on_episode=on_episode)
         return self.spec.rollout_actors(self.agent, self.env_spec, self.options.actors, self.seed,
                                         self.options.vector_mode, on_episode)

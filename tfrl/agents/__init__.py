@@ -70,8 +70,10 @@ class Agent:
     def convolves(self, config, env_info) -> bool:
         return self.spec.convolves(config, env_info)
 
-    def check_actors(self, config, env_info, actors: int) -> None:
-        """UsageError unless `config` can step its envs in `actors` Ray actors (0: in this process)."""
+    def check_actors(self, config, env_info, settings) -> None:
+        """UsageError unless `config` can step its envs in rollout actors as `settings` (a
+        tfrl.rollout_actors.ActorSettings) say (count 0: in this process)."""
+        actors = settings.count
         if not actors:
             return
         if self.spec.rollout_actors is None:
@@ -81,14 +83,14 @@ class Agent:
         if actors > config.num_envs:
             raise UsageError(f"--actors={actors} is more than num_envs={config.num_envs}: each actor steps at least "
                              "one env (raise --num_envs)")
-        self.spec.check_actors(config)
+        self.spec.check_actors(config, settings)
         if self.convolves(config, env_info):
             raise UsageError("--actors: this policy's convolutions act through TensorFlow in the learner's process, "
                              "not in NumPy copies the actors could hold; train image observations without --actors")
 
-    def rollout_actors(self, agent, env_spec, num_actors: int, seed: int, vector_mode: str, on_episode):
-        """The agent's rollout actors (tfrl.rollout_actors), started."""
-        return _load(self.spec.rollout_actors).for_agent(agent, env_spec, num_actors, seed, vector_mode, on_episode)
+    def rollout_actors(self, agent, env_spec, settings, seed: int, vector_mode: str, on_episode):
+        """The agent's rollout actors (tfrl.rollout_actors), started as `settings` say."""
+        return _load(self.spec.rollout_actors).for_agent(agent, env_spec, settings, seed, vector_mode, on_episode)
 
 
 def get(name: str) -> Agent:

@@ -100,10 +100,12 @@ class AgentSpec:
     check_observations(config, env_info): UsageError if `config` cannot take the env's observations.
     estimate_memory(config, env_info, vector_mode): {component: bytes} (tfrl.memory does the arithmetic).
     convolves(config, env_info): whether its networks start with a CNN (the loop then advises on precision).
-    rollout_actors: "module:attribute" of the class whose for_agent(agent, env_spec, num_actors, seed,
-      vector_mode, on_episode) steps its envs in Ray actors (--actors) and stands in the loop where the
-      VectorStepper stands (tfrl.rollout_actors); None: its envs are stepped in the learner's process only.
-    check_actors(config): UsageError if `config` cannot step its envs in rollout actors (no TensorFlow).
+    rollout_actors: "module:attribute" of the class whose for_agent(agent, env_spec, settings, seed,
+      vector_mode, on_episode) steps its envs in Ray actors (--actors; settings: tfrl.rollout_actors.ActorSettings)
+      and stands in the loop where the VectorStepper stands (tfrl.rollout_actors); None: its envs are stepped in
+      the learner's process only.
+    check_actors(config, settings): UsageError if `config` cannot step its envs in rollout actors so (no
+      TensorFlow).
     """
 
     name: str
@@ -118,7 +120,7 @@ class AgentSpec:
     check_observations: Callable[[Any, Any], None] = _no_check
     convolves: Callable[[Any, Any], bool] = lambda config, env_info: False
     rollout_actors: str | None = None
-    check_actors: Callable[[Any], None] = lambda config: None  # UsageError if `config` cannot run with --actors
+    check_actors: Callable[[Any, Any], None] = lambda config, settings: None  # UsageError: not with these actors
 
 
 def rng_state(generator: np.random.Generator) -> dict:

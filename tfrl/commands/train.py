@@ -66,9 +66,14 @@ flags.DEFINE_string("export_base_path", None, "Export the greedy policy at the e
 flags.DEFINE_string("model_name", None, "Model name of the export; default <agent>-<env id>.")
 flags.DEFINE_integer("keep_checkpoints", 3, "Newest checkpoints kept in <run_dir>/checkpoints/; 0 keeps every one "
                      "(e.g. to evaluate each afterwards: benchmarks/checkpoint_curve.py).")
-flags.DEFINE_integer("actors", 0, "A2C and PPO: step the envs in this many Ray actors (pip install 'tfrl[ray]'), "
-                     "each with its share of num_envs and a NumPy copy of the policy; 0 steps them in this process. "
+flags.DEFINE_integer("actors", 0, "Step the envs in this many Ray actors (pip install 'tfrl[ray]'), each with its "
+                     "share of num_envs and a NumPy copy of the policy; 0 steps them in this process. "
                      "docs/distributed.md.")
+flags.DEFINE_enum("actor_mode", "sync", ["sync", "async"], "With --actors: sync, every round acts with the "
+                  "learner's newest weights; async (A2C, PPO), each update takes the rollouts that arrived first "
+                  "while the actors go on stepping, corrected with V-trace.")
+flags.DEFINE_integer("weight_sync_period", 1, "With --actors: updates between two refreshes of the actors' "
+                     "weights (async A2C and PPO; DQN, SAC, TD3).")
 flags.DEFINE_string("ray_address", None, "The Ray cluster of --actors: 'auto' (this machine is a node) or the head's "
                     "host:port; default: a local Ray started for the run.")
 flags.DEFINE_string("config_dir", None, "A directory of your own preset JSON files, searched before the built-in "
@@ -100,7 +105,8 @@ def request_from_flags() -> launch.TrainRequest:
         resume=FLAGS.resume, runtime=runtime_flags.options_from_flags(),
         vector_mode=FLAGS.vector_mode, keep_checkpoints=FLAGS.keep_checkpoints,
         export_base_path=export_base_path, export=FLAGS.export_base_path != "", model_name=FLAGS.model_name,
-        actors=FLAGS.actors, ray_address=FLAGS.ray_address)
+        actors=FLAGS.actors, actor_mode=FLAGS.actor_mode, weight_sync_period=FLAGS.weight_sync_period,
+        ray_address=FLAGS.ray_address)
 
 
 def take_saved_flags() -> None:

@@ -2,9 +2,25 @@
 a NumPy copy of the policy, so that the envs can run on other cores or machines than the learner.
 
     pool        what every kind of actor shares: shares of the envs, gathering a round, restarts, resume, rates
-    on_policy   A2C, PPO: one rollout per update (RayRollouts)
+    on_policy   A2C, PPO: one rollout per update, gathered from every actor (sync) or as they arrive, corrected
+                with V-trace (async) (RayRollouts)
     off_policy  DQN, SAC, TD3: one train period of transitions per round, into the learner's replay (RayTransitions)
     cluster     the Ray the actors live in: started locally, or a cluster joined (--ray_address)
 
 docs/distributed.md says how to use them and how far they scale.
 """
+
+from __future__ import annotations
+
+import dataclasses
+
+MODES = ("sync", "async")
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorSettings:
+    """How a run steps its envs in rollout actors (--actors, --actor_mode, --weight_sync_period)."""
+
+    count: int = 0  # actors; 0 steps the envs in the learner's process
+    mode: str = "sync"  # sync: every round acts with the learner's newest weights; async: A2C and PPO (V-trace)
+    weight_sync_period: int = 1  # learner updates (rounds) between two refreshes of the actors' weights

@@ -11,7 +11,8 @@ So the ratio of gradient steps to env steps stays the configured one: the loop m
 round, as it would after the same env steps in one process. The actors wait for the learner between rounds (the
 weights of round k+1 come from the train call after round k), and the learner waits for the slowest actor; with
 train_in_background the train call runs while the actors step the next round, with weights one call older, as
-in one process. Faults and resume: tfrl.rollout_actors.pool.
+in one process. --weight_sync_period=K sends new weights every K rounds only (the actors act with older ones in
+between). Faults and resume: tfrl.rollout_actors.pool.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tfrl.errors import UsageError
+from tfrl.rollout_actors import ActorSettings
 from tfrl.rollout_actors.pool import ActorPool, ShareWorker
 from tfrl.stepping import resume_seed
 
@@ -28,8 +30,12 @@ from tfrl.stepping import resume_seed
 ROLLOUT_ACTORS = "tfrl.rollout_actors.off_policy:RayTransitions"  # an AgentSpec's rollout_actors
 
 
-def check_config(config) -> None:
-    """UsageError unless a round of the actors is a whole number of vector steps (an AgentSpec's check_actors)."""
+def check_config(config, settings: ActorSettings) -> None:
+    """UsageError unless a round of the actors is a whole number of vector steps and the mode is sync (an
+    AgentSpec's check_actors)."""
+    if settings.mode != "sync":
+        raise UsageError(f"--actor_mode={settings.mode} is A2C's and PPO's (V-trace); DQN, SAC and TD3 actors step "
+                         "one train period per round (with train_in_background, while the learner trains)")
     round_vector_steps(config)
 
 
@@ -81,19 +87,26 @@ class RayTransitions(ActorPool):
     stands where the loop's VectorStepper stands (env_step, resume_at, log_values, close)."""
 
     @classmethod
-    def for_agent(cls, agent, env_spec, num_actors: int, seed: int, vector_mode: str,
+    def for_agent(cls, agent, env_spec, settings: ActorSettings, seed: int, vector_mode: str,
                   on_episode: Callable[[int, float, int], None]) -> RayTransitions:
         """For an agent with acting_factory() (DQNAgent, ContinuousAgent)."""
         config = agent.config
         self = cls(TransitionWorker, (env_spec, vector_mode, agent.acting_factory(), round_vector_steps(config),
-                                      config.num_envs), config.num_envs, num_actors, seed, on_episode)
-        self.vector_steps = round_vector_steps(config)
+                                      config.num_envs), config.num_envs, settings.count, seed, on_episode)
+        self.vector_steps, self._weight_sync_period = round_vector_steps(config), settings.weight_sync_period
+        self._rounds, self._weights = 0, None  # rounds so far; (ObjectRef, round) of the weights sent
         return self
 
     def collect(self, mirror, obs_normalizer) -> list[tuple[np.ndarray, ...]]:
-        """One round of every actor acting with `mirror`: their transitions, in actor order; `obs_normalizer` (the
-        learner's) takes in the observations they counted."""
-        results = self.call("collect", mirror, obs_normalizer.snapshot(), self.env_step)
+        """One round of every actor acting with `mirror` (or the weights sent up to weight_sync_period - 1 rounds
+        before): their transitions, in actor order; `obs_normalizer` (the learner's) takes in the observations
+        they counted."""
+        import ray
+
+        if self._weights is None or self._rounds - self._weights[1] >= self._weight_sync_period:
+            self._weights = (ray.put(mirror), self._rounds)
+        self._rounds += 1
+        results = self.call("collect", self._weights[0], obs_normalizer.snapshot(), self.env_step)
         for result in results:
             obs_normalizer.absorb(result["counted"])
         self.finish_round(results, self.vector_steps)

@@ -3,7 +3,8 @@ envs (env i keeps seed + i, as in one process), called together and gathered, an
 
     ShareWorker   the actor's side: its envs (a VectorStepper), the episodes they end, resume and pid
     ActorPool     the driver's side: creates the actors, calls one method on all of them and gathers the results
-                  in actor order, restarts a failed one, resumes, reports its rates, stops them
+                  in actor order (call), or keeps calls in flight and takes each result as it arrives (submit,
+                  next_result); restarts a failed one, resumes, reports its rates, stops them
 
 Faults: an actor whose process dies is restarted by Ray (max_restarts=-1); one whose envs raise is killed and
 restarted. Either way its round is dropped and asked again of the fresh actor, with the same arguments (the same
@@ -80,17 +81,48 @@ class ActorPool:
         self.num_envs, self.env_step, self.restarts = num_envs, 0, 0
         self._rates: list[float] = []  # each actor's env steps per second of stepping, in the last round
         self._overhead_s = 0.0  # the last round's wall time beyond its slowest actor's stepping
+        self._in_flight: dict[Any, tuple[int, str, tuple, Any]] = {}  # submitted: ref -> (actor, method, args, tag)
+        self._failures = [0] * num_actors  # failed rounds of each actor in a row, of submitted calls
 
     def call(self, method: str, *args) -> list[dict[str, Any]]:
-        """Every actor's `method`(*args) (a round), in actor order; objects in args are sent once."""
-        import ray
-
+        """Every actor's `method`(*args) (a round), in actor order; objects in args are sent once (an ObjectRef
+        is passed as it is)."""
         start = time.perf_counter()
-        sent = tuple(ray.put(arg) for arg in args)
+        sent = _put(args)
         calls = [getattr(worker, method).remote(*sent) for worker in self._workers]
         results = [self._result(i, call, method, sent) for i, call in enumerate(calls)]
         self._overhead_s = time.perf_counter() - start - max(result["seconds"] for result in results)
         return results
+
+    def submit(self, i: int, method: str, *args, tag: Any = None) -> None:
+        """Starts actor i's `method`(*args) and returns; next_result() gives its result, with `tag`."""
+        sent = _put(args)
+        self._in_flight[getattr(self._workers[i], method).remote(*sent)] = (i, method, sent, tag)
+
+    def next_result(self) -> tuple[int, dict[str, Any], Any]:
+        """(actor, result, tag) of the submitted call that ends first. A failed call's actor is restarted and the
+        call submitted again, as call() does."""
+        import ray
+
+        while True:
+            ready, _ = ray.wait(list(self._in_flight), num_returns=1)
+            i, method, sent, tag = self._in_flight.pop(ready[0])
+            try:
+                result = ray.get(ready[0])
+            except ray.exceptions.RayError as error:
+                self._failures[i] += 1
+                self._recover(i, self._failures[i], error)
+                self._in_flight[getattr(self._workers[i], method).remote(*sent)] = (i, method, sent, tag)
+                continue
+            self._failures[i] = 0
+            return i, result, tag
+
+    def results_waiting(self) -> int:
+        """Submitted calls that ended and wait for next_result()."""
+        import ray
+
+        ready, _ = ray.wait(list(self._in_flight), num_returns=len(self._in_flight), timeout=0)
+        return len(ready)
 
     def finish_round(self, results: list[dict[str, Any]], vector_steps: int) -> None:
         """Advances the run's clock by `vector_steps` steps of every env and reports the round's episodes."""
@@ -109,44 +141,59 @@ class ActorPool:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
                 return ray.get(call)
-            except ray.exceptions.RayActorError as error:  # the process died (killed, out of memory, a node lost)
-                cause, task_failed = f"its process died: {_first_line(error)}", False
-            except ray.exceptions.RayTaskError as error:  # the envs (or the code stepping them) raised
-                cause, task_failed = _cause(error), True
-            except ray.exceptions.RayError as error:  # e.g. an exception of the env's that cannot be pickled
-                cause, task_failed = _first_line(error), True
-            if attempt == MAX_ATTEMPTS:
-                raise EnvStepError(f"rollout actor {i} failed {MAX_ATTEMPTS} times in a row; the last time {cause}",
-                                   self.env_step)
-            logging.warning("rollout actor %d failed (%s): its round is dropped and asked again of a fresh actor",
-                            i, cause)
-            self._restart(i, kill=task_failed)
-            call = getattr(self._workers[i], method).remote(*sent)
+            except ray.exceptions.RayError as error:
+                self._recover(i, attempt, error)
+                call = getattr(self._workers[i], method).remote(*sent)
         raise AssertionError("unreachable")
+
+    def _recover(self, i: int, attempt: int, error) -> None:
+        """After actor i's `attempt`-th failed round in a row: the run stops (EnvStepError) at MAX_ATTEMPTS, else
+        the actor is restarted (its round is asked again by the caller)."""
+        import ray
+
+        if isinstance(error, ray.exceptions.RayActorError):  # the process died (killed, out of memory, node lost)
+            cause, task_failed = f"its process died: {_first_line(error)}", False
+        elif isinstance(error, ray.exceptions.RayTaskError):  # the envs (or the code stepping them) raised
+            cause, task_failed = _cause(error), True
+        else:  # e.g. an exception of the env's that cannot be pickled
+            cause, task_failed = _first_line(error), True
+        if attempt >= MAX_ATTEMPTS:
+            raise EnvStepError(f"rollout actor {i} failed {MAX_ATTEMPTS} times in a row; the last time {cause}",
+                               self.env_step)
+        logging.warning("rollout actor %d failed (%s): its round is dropped and asked again of a fresh actor",
+                        i, cause)
+        self._restart(i, kill=task_failed)
 
     def _restart(self, i: int, kill: bool) -> None:
         """A fresh process for actor i (Ray restarts a dead one by itself) on fresh episodes, once it is up."""
         import ray
 
-        if kill:
-            ray.kill(self._workers[i], no_restart=False)
+        worker, old_pid = self._workers[i], None
+        if kill:  # ray.kill only asks: until the process is gone, calls may still reach it
+            try:
+                old_pid = ray.get(worker.pid.remote(), timeout=30)
+            except ray.exceptions.RayError:
+                pass
+            ray.kill(worker, no_restart=False)
         self.restarts += 1
         deadline = time.monotonic() + RESTART_TIMEOUT_S
         while True:
             try:
-                ray.get(self._workers[i].resume_at.remote(resume_seed(self._seed, self.restarts), self.env_step))
-                return
-            except ray.exceptions.ActorUnavailableError:  # still restarting
-                if time.monotonic() > deadline:
-                    raise EnvStepError(f"rollout actor {i} was not back {RESTART_TIMEOUT_S:.0f} s after a restart",
-                                       self.env_step) from None
-                time.sleep(0.2)
+                if old_pid is None or ray.get(worker.pid.remote()) != old_pid:
+                    ray.get(worker.resume_at.remote(resume_seed(self._seed, self.restarts), self.env_step))
+                    return
+            except ray.exceptions.RayActorError:  # still restarting
+                pass
+            if time.monotonic() > deadline:
+                raise EnvStepError(f"rollout actor {i} was not back {RESTART_TIMEOUT_S:.0f} s after a restart",
+                                   self.env_step)
+            time.sleep(0.2)
 
     def resume_at(self, seed: int, env_step: int) -> None:
         """A restored run continues at `env_step`: every actor on fresh episodes (tfrl.stepping.reset_for_resume)."""
         import ray
 
-        self.env_step = env_step
+        self.env_step, self._in_flight = env_step, {}  # calls in flight, if any, end on episodes that are dropped
         ray.get([worker.resume_at.remote(seed, env_step) for worker in self._workers])
 
     def log_values(self) -> dict[str, float]:
@@ -166,7 +213,14 @@ class ActorPool:
 
         for worker in self._workers:
             ray.kill(worker, no_restart=True)
-        self._workers = []
+        self._workers, self._in_flight = [], {}
+
+
+def _put(args: tuple) -> tuple:
+    """args in Ray's object store, once each (an ObjectRef stays as it is)."""
+    import ray
+
+    return tuple(arg if isinstance(arg, ray.ObjectRef) else ray.put(arg) for arg in args)
 
 
 def _cause(error) -> str:

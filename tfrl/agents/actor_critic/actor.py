@@ -13,6 +13,12 @@ from tfrl.networks import NumpyActorCritic
 from tfrl.observations import legal_actions
 
 
+def policy_at(mirror: NumpyActorCritic, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the policy params [N, P], illegal actions masked as act() masks them, V(obs) [N]) of `mirror` at obs."""
+    policy_params, value = mirror(obs)
+    return masked_logits_numpy(policy_params, legal_actions(obs)), value
+
+
 class ActorCriticActor:
     def __init__(self, mirror: NumpyActorCritic, head, seed: int):
         """head: the policy head (tfrl.agents.actor_critic.networks) of the network the mirror copies."""

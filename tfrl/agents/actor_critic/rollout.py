@@ -63,6 +63,10 @@ class RolloutStorage:
         # With memory: the state the actor stepped from at s_t, and 1.0 where an episode started at s_t.
         self.states = np.zeros((t, n, state_size), np.float32) if state_size else None
         self.starts = np.zeros((t, n), np.float32) if state_size else None
+        # (columns, the envs they hold) in the order the reward scaler takes them: asynchronous rollout actors
+        # fill the columns with shares in the order they arrive (set_shares).
+        self.shares = [(slice(None), slice(None))]
+        self.target: tuple[np.ndarray, np.ndarray] | None = None  # see set_target
 
     def record(self, t: int, step: VectorStep, obs: np.ndarray, action: np.ndarray, value: np.ndarray,
                policy_params: np.ndarray, final_values: np.ndarray | None,
@@ -93,6 +97,16 @@ class RolloutStorage:
         for name in self.step_fields():
             getattr(self, name)[:, envs] = fields[name]
 
+    def set_shares(self, shares: Sequence[tuple[slice, slice]]) -> None:
+        """The columns written by write_share, each with the envs its steps came from, in the order they were
+        stepped (an env's steps must reach the reward scaler in time order)."""
+        self.shares = list(shares)
+
+    def set_target(self, policy_params: np.ndarray, values: np.ndarray) -> None:
+        """The learner's policy params [T, N, P] and values [T, N] at s_t, when an older policy acted (asynchronous
+        rollout actors): finish() then gives V-trace's targets for it and log pi(a|s) of it."""
+        self.target = (policy_params, values)
+
     def _keep_env_reward_dtype(self, dtype) -> None:
         """The env's reward dtype for env_rewards: the reward scaler's arithmetic runs in it."""
         if self.env_rewards.dtype != dtype:
@@ -100,30 +114,40 @@ class RolloutStorage:
 
     def finish(self, last_value: np.ndarray, gamma: float, gae_lambda: float, head, start_env_step: int,
                reward_scaler: RewardScaler | None = None) -> Rollout:
-        """The flattened Rollout, given V(s_T) [N], the value of the observation after the last step. The
-        rewards pass the scaler (if any) in time order, then a time-limit truncation bootstraps from V(the
-        episode's last obs) (tfrl.agents.actor_critic.advantages)."""
+        """The flattened Rollout, given V(s_T) [N], the value of the observation after the last step (the
+        learner's, with set_target). The rewards pass the scaler (if any) in time order, then a time-limit
+        truncation bootstraps from V(the episode's last obs) (tfrl.agents.actor_critic.advantages)."""
         self._learner_rewards(reward_scaler, gamma)
-        advantages, self.returns = advantages_lib.n_step_advantages(self.rewards, self.values, self.dones,
-                                                                    last_value, gamma, gae_lambda)  # [T, N]
         rows = self.actions.shape[0] * self.actions.shape[1]
         actions = self.actions.reshape(rows, *self.actions.shape[2:])
         # log pi_old(a|s) of the acting policy, once per rollout: one NumPy call, not one per vector step.
         log_probs = head.log_prob_numpy(self.policy_params.reshape(rows, -1), actions)
+        if self.target is None:
+            advantages, self.returns = advantages_lib.n_step_advantages(self.rewards, self.values, self.dones,
+                                                                        last_value, gamma, gae_lambda)  # [T, N]
+        else:  # an older policy acted: pi_old is the learner's policy now, corrected for with V-trace
+            behaviour_log_probs, log_probs = log_probs, head.log_prob_numpy(self.target[0].reshape(rows, -1), actions)
+            log_ratios = (log_probs - behaviour_log_probs).reshape(self.rewards.shape)
+            advantages, self.returns = advantages_lib.vtrace(self.rewards, self.target[1], self.dones, last_value,
+                                                             log_ratios, gamma, gae_lambda)
         memory = {} if self.states is None else {"states": self.states.reshape(rows, -1),
                                                  "starts": self.starts.reshape(-1)}
         return Rollout(self.obs.reshape(len(actions), *self.obs.shape[2:]), actions, advantages.reshape(-1),
                        self.returns.reshape(-1), log_probs, start_env_step, **memory)
 
     def _learner_rewards(self, reward_scaler: RewardScaler | None, gamma: float) -> None:
-        for t in range(self.rollout_length):
-            done = self.terminated[t] | self.truncated[t]
-            reward = self.env_rewards[t] if reward_scaler is None else reward_scaler.scale(self.env_rewards[t], done)
-            if self.truncated[t].any():
-                reward = advantages_lib.bootstrap_truncated(reward, self.terminated[t], self.truncated[t],
-                                                            self.final_values[t], gamma)
-            self.rewards[t] = reward
+        for columns, envs in self.shares:
+            for t in range(self.rollout_length):
+                terminated, truncated = self.terminated[t, columns], self.truncated[t, columns]
+                reward = self.env_rewards[t, columns]
+                if reward_scaler is not None:
+                    reward = reward_scaler.scale(reward, terminated | truncated, envs)
+                if truncated.any():
+                    reward = advantages_lib.bootstrap_truncated(reward, terminated, truncated,
+                                                                self.final_values[t, columns], gamma)
+                self.rewards[t, columns] = reward
 
     def explained_variance(self) -> float:
-        """Of V(s_t) for the last rollout's value targets."""
-        return advantages_lib.explained_variance(self.values, self.returns)
+        """Of V(s_t) (the learner's, where an older policy acted) for the last rollout's value targets."""
+        values = self.values if self.target is None else self.target[1]
+        return advantages_lib.explained_variance(values, self.returns)

@@ -11,6 +11,21 @@ from tfrl.policy_inputs import STATE_NAME, input_name
 ROLLOUT_ACTORS = "tfrl.rollout_actors.on_policy:RayRollouts"  # --actors
 
 
+def check_actors(config, settings) -> None:
+    """UsageError unless A2C's or PPO's `config` can run with these actors (--actors)."""
+    if settings.mode == "sync" and settings.weight_sync_period != 1:
+        raise UsageError("--weight_sync_period: synchronous rollouts act with the learner's newest weights; "
+                         "use --actor_mode=async for older ones")
+    if settings.mode != "async":
+        return
+    if config.num_envs % settings.count:
+        raise UsageError(f"--actor_mode=async: num_envs={config.num_envs} must be a multiple of "
+                         f"--actors={settings.count}, so that any {settings.count} share rollouts make one rollout")
+    if config.lstm_units:
+        raise UsageError("--actor_mode=async: a policy with memory (lstm_units) is not evaluated again for "
+                         "V-trace; use --actor_mode=sync")
+
+
 def check_observations(config, env_info) -> None:
     field_torsos(config.torso, env_info.observations)  # ConfigError if one cannot be
     observations = env_info.observations

@@ -19,4 +19,4 @@ SPEC = AgentSpec("ppo", config="tfrl.agents.ppo.config:PPOConfig", learner="tfrl
                  agent="tfrl.agents.actor_critic.agent:ActorCriticAgent", policy="tfrl.agents.actor_critic.policy",
                  estimate_memory=estimate_memory, actions=("discrete", "multi_discrete", "continuous"),
                  check_observations=ac_spec.check_observations, convolves=ac_spec.convolves,
-                 rollout_actors=ac_spec.ROLLOUT_ACTORS)
+                 rollout_actors=ac_spec.ROLLOUT_ACTORS, check_actors=ac_spec.check_actors)
