@@ -144,9 +144,10 @@ def _train(tmp_path, name, actors, env="CartPole-v1", agent="ppo", **kwargs):
     return run, records
 
 
-def test_a_run_with_one_actor_is_the_in_process_run(ray_local, tmp_path):
-    _, local = _train(tmp_path, "local", actors=0)
-    _, remote = _train(tmp_path, "remote", actors=1)
+@pytest.mark.parametrize("vector_mode", ["sync", "envpool"])  # gymnasium's vector env or EnvPool's, in the actor
+def test_a_run_with_one_actor_is_the_in_process_run(ray_local, tmp_path, vector_mode):
+    _, local = _train(tmp_path, "local", actors=0, vector_mode=vector_mode)
+    _, remote = _train(tmp_path, "remote", actors=1, vector_mode=vector_mode)
     learned = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "explained_variance")
     pick = lambda records, kind: [{k: r[k] for k in learned + ("env_step", "return_mean") if k in r}  # noqa: E731
                                   for r in records if r["kind"] == kind]
