@@ -292,19 +292,39 @@ def _train_script(run_dir, address, *extra):
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
+def _signal_after_checkpoint(driver, run_dir, checkpoint: int, signum) -> None:
+    deadline = time.monotonic() + 180
+    while not list((run_dir / "checkpoints").glob(f"ckpt-{checkpoint}.index")) and driver.poll() is None:
+        assert time.monotonic() < deadline, f"no checkpoint {checkpoint} within 180 s"
+        time.sleep(0.2)
+    assert driver.poll() is None, driver.communicate()[1][-2000:]  # still training: signalled mid-run
+    driver.send_signal(signum)
+
+
+def _actor_processes() -> list:
+    """This machine's processes of rollout actors (Ray names a worker's process after its actor class)."""
+    return [p for p in psutil.process_iter(["cmdline"]) if any("RolloutWorker" in arg
+                                                               for arg in (p.info["cmdline"] or [])[:1])]
+
+
 def test_a_driver_killed_by_sigkill_resumes_on_a_two_node_cluster(two_nodes, tmp_path):
     address, node_dir = two_nodes
     run_dir = tmp_path / "run"
     driver = _train_script(run_dir, address)
-    deadline = time.monotonic() + 180
-    while not list((run_dir / "checkpoints").glob("ckpt-2.index")) and driver.poll() is None:
-        assert time.monotonic() < deadline, "no checkpoint within 180 s"
-        time.sleep(0.2)
-    assert driver.poll() is None, driver.communicate()[1][-2000:]  # still training: killed mid-run
-    driver.send_signal(signal.SIGKILL)
+    _signal_after_checkpoint(driver, run_dir, 2, signal.SIGKILL)
     driver.wait()
     killed_at = max(json.loads(line)["env_step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines())
     assert killed_at < 6144
+    # SIGTERM: a checkpoint where it stopped, exit 0, and the actors stop with the driver.
+    stopped = _train_script(run_dir, address)
+    _signal_after_checkpoint(stopped, run_dir, 4, signal.SIGTERM)
+    stdout, stderr = stopped.communicate(timeout=120)
+    assert stopped.returncode == 0 and "restored checkpoint" in stderr, stderr[-2000:]
+    assert "stopped by SIGTERM at env step" in stdout and not (run_dir / "result.json").exists()
+    deadline = time.monotonic() + 60
+    while _actor_processes():
+        assert time.monotonic() < deadline, "rollout actors outlived their driver by 60 s"
+        time.sleep(0.5)
     again = _train_script(run_dir, address)
     _, stderr = again.communicate(timeout=300)
     assert again.returncode == 0, stderr[-2000:]

@@ -17,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import socket
+import threading
 
 from tfrl import cli
 from tfrl.errors import UsageError
@@ -55,11 +57,12 @@ def connected(address: str | None, actors: int):
         yield ray
         return
     try:
-        if address is None:
-            ray.init(num_cpus=max(actors, os.cpu_count() or 1), include_dashboard=False,
-                     logging_level=logging.ERROR, log_to_driver=False)
-        else:
-            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+        with _signal_handlers_kept():
+            if address is None:
+                ray.init(num_cpus=max(actors, os.cpu_count() or 1), include_dashboard=False,
+                         logging_level=logging.ERROR, log_to_driver=False)
+            else:
+                ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as e:
         message = (str(e).splitlines() or [type(e).__name__])[0]
         token = ("; a cluster started by `ray start` asks for its token: set RAY_AUTH_MODE=token (Ray reads the "
@@ -70,6 +73,22 @@ def connected(address: str | None, actors: int):
         yield ray
     finally:
         ray.shutdown()
+
+
+@contextlib.contextmanager
+def _signal_handlers_kept():
+    """Puts back the Python handlers of SIGTERM and SIGINT after the block: ray.init installs its own native
+    failure handler for SIGTERM, which would end the driver (exit 15) instead of letting the run save and stop."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in handlers.items():
+            if handler is not None:  # None: a handler not installed from Python, which cannot be put back
+                signal.signal(signum, handler)
 
 
 def _check_cpus(ray, actors: int, address: str | None) -> None:
