@@ -89,7 +89,8 @@ def a2c_kwargs(hp: dict) -> dict:
             net_arch=dict(pi=list(hp["hidden_sizes"]), vf=list(hp["hidden_sizes"])), activation_fn=activation,
             # Given explicitly, because SB3 otherwise fixes alpha at 0.99 whatever rmsprop_decay says.
             optimizer_class=torch.optim.RMSprop,
-            optimizer_kwargs=dict(alpha=hp["rmsprop_decay"], eps=hp["rmsprop_epsilon"], weight_decay=0)),
+            optimizer_kwargs=dict(alpha=hp["rmsprop_decay"], eps=hp["rmsprop_epsilon"], weight_decay=0),
+            **_init_kwargs(hp)),
     )
 
 
@@ -116,8 +117,20 @@ def ppo_kwargs(hp: dict, activations: dict | None = None) -> dict:
         vf_coef=hp["value_coef"], max_grad_norm=hp["max_grad_norm"] or float("inf"),  # tfrl's 0 = no clip
         normalize_advantage=hp["normalize_advantage"],
         policy_kwargs=dict(net_arch=dict(pi=list(hp["hidden_sizes"]), vf=list(hp["hidden_sizes"])),
-                           activation_fn=activation, optimizer_kwargs=dict(eps=hp["adam_epsilon"])),
+                           activation_fn=activation, optimizer_kwargs=dict(eps=hp["adam_epsilon"]),
+                           **_init_kwargs(hp)),
     )
+
+
+def _init_kwargs(hp: dict) -> dict:
+    """SB3's ortho_init and log_std_init for tfrl's layer_init and log_std_init, where they differ from the
+    defaults they share (orthogonal, 0)."""
+    kwargs = {}
+    if hp["layer_init"] != "orthogonal":
+        kwargs["ortho_init"] = False  # torch: PyTorch's nn.Linear default, which SB3 then keeps
+    if hp["log_std_init"] != 0.0:
+        kwargs["log_std_init"] = hp["log_std_init"]
+    return kwargs
 
 
 def recurrent_ppo_kwargs(hp: dict) -> dict:
@@ -219,7 +232,7 @@ def sbx_kwargs(agent: str, hp: dict, action_size: int | None = None) -> dict:
     """SBX (Stable-Baselines-Jax) arguments: SB3's translation of the same settings, adapted where SBX differs.
     DQN: SBX's has no max_grad_norm argument, so the global-norm clip is chained in front of its Adam. PPO: flax's
     activations, and SB3's orthogonal init (SBX defaults to none). The networks' initial weights follow each
-    library's own scheme (tfrl's DQN presets for SB3 use PyTorch's; SBX keeps flax's).
+    library's own scheme (tfrl's DQN presets and layer_init=torch for SB3 use PyTorch's; SBX keeps flax's).
 
     TD3 (action_size: the env's action dimensions, for the exploration noise): the same arguments, but SBX's TD3
     (0.28) is not SB3's algorithm in two ways no argument changes: its target networks take their Polyak step on
@@ -240,7 +253,7 @@ def sbx_kwargs(agent: str, hp: dict, action_size: int | None = None) -> dict:
         import flax.linen
 
         kwargs = ppo_kwargs(hp, {"tanh": flax.linen.tanh, "relu": flax.linen.relu})
-        kwargs["policy_kwargs"]["ortho_init"] = True
+        kwargs["policy_kwargs"].setdefault("ortho_init", True)  # SBX's default is False (flax's init)
         return kwargs
     if agent == "sac":
         return sac_kwargs(hp)

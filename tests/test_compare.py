@@ -293,10 +293,12 @@ def test_the_mujoco_suites_train_the_zoo_settings_on_v5(monkeypatch):
     ppo = {  # rollout_length = n_steps, value_coef = vf_coef, entropy_coef = ent_coef; normalize: true
         "halfcheetah": dict(rollout_length=512, batch_size=64, n_epochs=20, gamma=0.98, gae_lambda=0.92,
                             learning_rate=2.0633e-05, entropy_coef=0.000401762, clip_range=0.1, max_grad_norm=0.8,
-                            value_coef=0.58096, activation="relu", hidden_sizes=[256, 256]),
+                            value_coef=0.58096, activation="relu", hidden_sizes=[256, 256], log_std_init=-2.0,
+                            layer_init="torch"),  # policy_kwargs: log_std_init=-2, ortho_init=False
         "hopper": dict(rollout_length=512, batch_size=32, n_epochs=5, gamma=0.999, gae_lambda=0.99,
                        learning_rate=9.80828e-05, entropy_coef=0.00229519, clip_range=0.2, max_grad_norm=0.7,
-                       value_coef=0.835671, activation="relu", hidden_sizes=[256, 256]),
+                       value_coef=0.835671, activation="relu", hidden_sizes=[256, 256], log_std_init=-2.0,
+                       layer_init="torch"),
         "walker2d": dict(rollout_length=512, batch_size=32, n_epochs=20, gamma=0.99, gae_lambda=0.95,
                          learning_rate=5.05041e-05, entropy_coef=0.000585045, clip_range=0.1, max_grad_norm=1.0,
                          value_coef=0.871923, activation="tanh", hidden_sizes=[64, 64]),
@@ -323,7 +325,7 @@ def test_the_mujoco_suites_train_the_zoo_settings_on_v5(monkeypatch):
         learning_rate=2.0633e-05, n_steps=512, batch_size=64, n_epochs=20, gamma=0.98, gae_lambda=0.92,
         clip_range=0.1, ent_coef=0.000401762, vf_coef=0.58096, max_grad_norm=0.8, normalize_advantage=True,
         policy_kwargs={"net_arch": {"pi": [256, 256], "vf": [256, 256]}, "activation_fn": "ReLU",
-                       "optimizer_kwargs": {"eps": 1e-5}})
+                       "optimizer_kwargs": {"eps": 1e-5}, "ortho_init": False, "log_std_init": -2.0})
 
 
 def test_quick_off_policy_suites_take_gradient_steps():
@@ -446,6 +448,8 @@ def test_sbx_arguments_are_sb3s_translation_adapted_where_sbx_differs(monkeypatc
     ppo_hp = compare.run_specs("ppo-pendulum", [0], 1, False)[0].hparams
     ppo = sb3_runner.sbx_kwargs("ppo", ppo_hp)
     assert ppo["policy_kwargs"]["activation_fn"] == "flax tanh" and ppo["policy_kwargs"]["ortho_init"] is True
+    cheetah = sb3_runner.sbx_kwargs("ppo", compare.run_specs("ppo-halfcheetah", [0], 1, False)[0].hparams)
+    assert cheetah["policy_kwargs"]["ortho_init"] is False and cheetah["policy_kwargs"]["log_std_init"] == -2.0
     assert {k: v for k, v in ppo.items() if k != "policy_kwargs"} == {
         k: v for k, v in sb3_runner.ppo_kwargs(ppo_hp).items() if k != "policy_kwargs"}
     sac_hp = compare.run_specs("sac-pendulum", [0], 1, False)[0].hparams

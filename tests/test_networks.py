@@ -95,3 +95,21 @@ def test_torch_layer_init_draws_kernels_and_biases_within_one_over_sqrt_fan_in()
             assert np.abs(bias).max() > 0.9 * bound, layer  # spread over the whole interval
         assert not np.any(glorot.get_layer(layer).get_weights()[1])  # Keras: zero biases
     assert np.abs(glorot.get_layer("torso_0").get_weights()[0]).max() <= np.sqrt(6 / 260)
+
+
+def test_actor_critic_layer_init_and_log_std_init():
+    keras.utils.set_random_seed(0)
+    orthogonal = networks.actor_critic_network((4,), 4, (64, 64), "relu", gaussian=True)
+    torch_like = networks.actor_critic_network((4,), 4, (64, 64), "relu", gaussian=True, layer_init="torch",
+                                               log_std_init=-2.0)
+    # orthogonal (SB3's ortho_init): W^T W = gain^2 I for a kernel with more rows than columns, zero biases
+    for layer, gain in [("policy_torso_1", np.sqrt(2.0)), ("value_torso_1", np.sqrt(2.0)), ("policy_head", 0.01)]:
+        kernel, bias = orthogonal.get_layer(layer).get_weights()
+        np.testing.assert_allclose(kernel.T @ kernel, gain ** 2 * np.eye(kernel.shape[1]), atol=1e-5 * gain ** 2 + 1e-6)
+        assert not np.any(bias), layer
+    np.testing.assert_array_equal(orthogonal.get_layer("log_std").get_weights()[0], [0.0, 0.0])
+    # torch (SB3's ortho_init=False): fan_in 4, 64, 64 -> bounds 1/2, 1/8, 1/8, biases drawn too
+    for layer, bound in [("policy_torso_0", 0.5), ("value_torso_1", 1 / 8), ("policy_head", 1 / 8), ("value_head", 1 / 8)]:
+        kernel, bias = torch_like.get_layer(layer).get_weights()
+        assert 0.8 * bound < np.abs(kernel).max() <= bound and np.all(bias != 0) and np.abs(bias).max() <= bound, layer
+    np.testing.assert_array_equal(torch_like.get_layer("log_std").get_weights()[0], [-2.0, -2.0])

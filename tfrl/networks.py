@@ -76,13 +76,17 @@ def layer_name(key: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", key)
 
 
-def dense_initializers(layer_init: str, fan_in: int) -> dict:
+def dense_initializers(layer_init: str, fan_in: int, gain: float = 1.0) -> dict:
     """Dense kwargs of a layer init scheme:
-    glorot  Keras' default: kernel U(+-sqrt(6 / (fan_in + fan_out))), bias 0
-    torch   PyTorch's nn.Linear default (SB3's DQN, whose Q-network keeps it): kernel and bias U(+-1/sqrt(fan_in))
+    glorot      Keras' default: kernel U(+-sqrt(6 / (fan_in + fan_out))), bias 0
+    orthogonal  OpenAI baselines' and SB3's ortho_init: an orthogonal kernel scaled by `gain`, bias 0
+    torch       PyTorch's nn.Linear default (SB3's DQN, whose Q-network keeps it, and SB3's actor-critics with
+                ortho_init=False): kernel and bias U(+-1/sqrt(fan_in))
     """
     if layer_init == "glorot":
         return {}
+    if layer_init == "orthogonal":
+        return {"kernel_initializer": keras.initializers.Orthogonal(gain=gain)}
     bound = 1.0 / np.sqrt(fan_in)
     # VarianceScaling(1/3, fan_in, uniform) draws U(+-sqrt(3 * (1/3) / fan_in)) = U(+-1/sqrt(fan_in)).
     return {"kernel_initializer": keras.initializers.VarianceScaling(1.0 / 3.0, "fan_in", "uniform"),
@@ -294,7 +298,8 @@ class AppendLogStd(keras.layers.Layer):
 
 def actor_critic_network(obs_shape: Sequence[int] | ObsSpec, num_policy_params: int, hidden_sizes: Sequence[int],
                          activation: str = "tanh", shared_torso: bool = False, gaussian: bool = False,
-                         name: str = "actor_critic", obs_dtype: str = "float32", torso: str = "mlp") -> keras.Model:
+                         name: str = "actor_critic", obs_dtype: str = "float32", torso: str = "mlp",
+                         layer_init: str = "orthogonal", log_std_init: float = 0.0) -> keras.Model:
     """obs [B, *obs_shape] -> (policy params [B, num_policy_params], value [B]), both float32 under every policy.
 
     The policy params are whatever the policy head reads (the logits [B, A] of a
@@ -306,40 +311,43 @@ def actor_critic_network(obs_shape: Sequence[int] | ObsSpec, num_policy_params: 
     A CNN torso (torso, resolved) is always shared by both heads, as in SB3's CnnPolicy; the Dense layers
     after it follow shared_torso.
 
-    Initialization as in OpenAI baselines / SB3 (`ortho_init=True`): orthogonal
+    Initialization (layer_init) as in OpenAI baselines / SB3 (`ortho_init=True`): orthogonal
     kernels with gain sqrt(2) in the torsos, 0.01 for the policy head (a near-uniform
-    first policy) and 1 for the value head; zero biases.
+    first policy) and 1 for the value head; zero biases. "torch": PyTorch's defaults, as SB3's
+    `ortho_init=False`. A Gaussian policy's log std starts at log_std_init.
     """
     obs, x = observation_input(obs_shape, obs_dtype, torso,
-                               lambda fan_in: {"kernel_initializer": keras.initializers.Orthogonal(gain=np.sqrt(2.0))})
+                               lambda fan_in: dense_initializers(layer_init, fan_in, np.sqrt(2.0)))
     if shared_torso:
-        policy_latent = value_latent = dense_chain(x, hidden_sizes, activation, "torso")
+        policy_latent = value_latent = dense_chain(x, hidden_sizes, activation, "torso", layer_init)
     else:
-        policy_latent = dense_chain(x, hidden_sizes, activation, "policy_torso")
-        value_latent = dense_chain(x, hidden_sizes, activation, "value_torso")
-    policy_params, value = actor_critic_heads(policy_latent, value_latent, num_policy_params, gaussian)
+        policy_latent = dense_chain(x, hidden_sizes, activation, "policy_torso", layer_init)
+        value_latent = dense_chain(x, hidden_sizes, activation, "value_torso", layer_init)
+    policy_params, value = actor_critic_heads(policy_latent, value_latent, num_policy_params, gaussian, layer_init,
+                                              log_std_init)
     return keras.Model(obs, (policy_params, value), name=name)
 
 
-def dense_chain(inputs, hidden_sizes: Sequence[int], activation: str, prefix: str):
-    """An actor-critic torso: Dense layers <prefix>_<i>, orthogonal kernels with gain sqrt(2)."""
+def dense_chain(inputs, hidden_sizes: Sequence[int], activation: str, prefix: str, layer_init: str = "orthogonal"):
+    """An actor-critic torso: Dense layers <prefix>_<i>, orthogonal kernels with gain sqrt(2) (layer_init)."""
     h = inputs
     for i, units in enumerate(hidden_sizes):
         h = keras.layers.Dense(units, activation=activation, name=f"{prefix}_{i}",
-                               kernel_initializer=keras.initializers.Orthogonal(gain=np.sqrt(2.0)))(h)
+                               **dense_initializers(layer_init, h.shape[-1], np.sqrt(2.0)))(h)
     return h
 
 
-def actor_critic_heads(policy_latent, value_latent, num_policy_params: int, gaussian: bool):
+def actor_critic_heads(policy_latent, value_latent, num_policy_params: int, gaussian: bool,
+                       layer_init: str = "orthogonal", log_std_init: float = 0.0):
     """(policy params [B, P], value [B]), float32: "policy_head" (gain 0.01; with `gaussian` the mean, followed by
-    the state-independent "log_std") and "value_head" (gain 1)."""
+    the state-independent "log_std", from log_std_init) and "value_head" (gain 1)."""
     outputs = num_policy_params // 2 if gaussian else num_policy_params
     policy_params = keras.layers.Dense(outputs, name="policy_head", dtype="float32",
-                                       kernel_initializer=keras.initializers.Orthogonal(gain=0.01))(policy_latent)
+                                       **dense_initializers(layer_init, policy_latent.shape[-1], 0.01))(policy_latent)
     if gaussian:
-        policy_params = AppendLogStd(outputs, name="log_std", dtype="float32")(policy_params)
+        policy_params = AppendLogStd(outputs, log_std_init, name="log_std", dtype="float32")(policy_params)
     value = keras.layers.Dense(1, name="value_head", dtype="float32",
-                               kernel_initializer=keras.initializers.Orthogonal(gain=1.0))(value_latent)
+                               **dense_initializers(layer_init, value_latent.shape[-1], 1.0))(value_latent)
     return policy_params, keras.ops.squeeze(value, axis=-1)
 
 

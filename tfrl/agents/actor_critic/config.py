@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from tfrl.config import TORSOS, LoopConfig, require, require_positive_sizes
 from tfrl.schedules import SCHEDULES
@@ -43,6 +44,13 @@ class ActorCriticConfig(LoopConfig):
     """One torso feeding both the policy and the value head; False = separate torsos (SB3's default)."""
     activation: str = "tanh"
     """Hidden-layer activation: tanh or relu."""
+    layer_init: str = "orthogonal"
+    """Initial weights of the Dense layers: orthogonal (SB3's ortho_init: orthogonal kernels with gain sqrt(2) in
+    the torsos, 0.01 in the policy head, 1 in the value head; zero biases) or torch (SB3 with ortho_init=False:
+    PyTorch's nn.Linear default, kernels and biases uniform in +-1/sqrt(fan_in))."""
+    log_std_init: float = 0.0
+    """A Gaussian policy's (Box actions) initial log standard deviation, every action dimension alike (SB3's
+    log_std_init; 0 is a standard deviation of 1)."""
     lstm_units: int = 0
     """Memory: units of an LSTM after each torso (one shared LSTM with shared_torso), whose state the policy
     carries from step to step of an episode (tfrl.agents.actor_critic.recurrent); 0 = no memory, the policy sees
@@ -90,6 +98,9 @@ class ActorCriticConfig(LoopConfig):
         require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
         require(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
         require(self.torso in TORSOS, f"torso must be one of {', '.join(TORSOS)}, got {self.torso!r}")
+        require(self.layer_init in ("orthogonal", "torch"),
+                f"layer_init must be orthogonal or torch, got {self.layer_init!r}")
+        require(math.isfinite(self.log_std_init), f"log_std_init must be a finite number, got {self.log_std_init}")
         require(self.activation in ACTIVATIONS,
                 f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}")
         require(self.lr_schedule in SCHEDULES,

@@ -205,7 +205,8 @@ def make_network(config: ActorCriticConfig, env: EnvInfo, head) -> keras.Model:
         return recurrent.recurrent_actor_critic_network(
             env.observations, head.num_params, config.hidden_sizes, config.lstm_units, config.activation,
             config.shared_torso, gaussian=isinstance(head, GaussianHead), torso=config.torso,
-            post_lstm_sizes=config.post_lstm_sizes)
+            post_lstm_sizes=config.post_lstm_sizes, layer_init=config.layer_init, log_std_init=config.log_std_init)
     return networks.actor_critic_network(env.observations, head.num_params, config.hidden_sizes,
                                          config.activation, config.shared_torso,
-                                         gaussian=isinstance(head, GaussianHead), torso=config.torso)
+                                         gaussian=isinstance(head, GaussianHead), torso=config.torso,
+                                         layer_init=config.layer_init, log_std_init=config.log_std_init)

@@ -59,7 +59,8 @@ def post_prefix(torso_prefix: str) -> str:
 def recurrent_actor_critic_network(observations: ObsSpec, num_policy_params: int, hidden_sizes: Sequence[int],
                                    lstm_units: int, activation: str = "tanh", shared_torso: bool = False,
                                    gaussian: bool = False, torso: str = "mlp", post_lstm_sizes: Sequence[int] = (),
-                                   name: str = "recurrent_actor_critic") -> keras.Model:
+                                   name: str = "recurrent_actor_critic", layer_init: str = "orthogonal",
+                                   log_std_init: float = 0.0) -> keras.Model:
     """[observation, state [B, S]] -> (policy params [B, P], value [B], next state [B, S]), float32.
 
     The torsos and heads are those of tfrl.networks.actor_critic_network (same names and initialization); an
@@ -68,18 +69,19 @@ def recurrent_actor_critic_network(observations: ObsSpec, num_policy_params: int
     post_lstm_sizes (<torso prefix>_post_<i>, initialized as the torso's) before the head.
     """
     obs, x = networks.observation_input(
-        observations, "float32", torso, lambda fan_in: {"kernel_initializer": keras.initializers.Orthogonal(gain=np.sqrt(2.0))})
+        observations, "float32", torso, lambda fan_in: networks.dense_initializers(layer_init, fan_in, np.sqrt(2.0)))
     state = keras.Input((state_size(lstm_units, shared_torso),), name=STATE_INPUT, dtype="float32")
     prefixes = torso_prefixes(shared_torso)
     parts = keras.ops.split(state, 2 * len(prefixes), axis=-1)
     outputs, next_state = [], []
     for i, (prefix, cell_name) in enumerate(zip(prefixes, branches(shared_torso))):
-        latent = networks.dense_chain(x, hidden_sizes, activation, prefix)
+        latent = networks.dense_chain(x, hidden_sizes, activation, prefix, layer_init)
         cell = keras.layers.LSTMCell(lstm_units, name=cell_name, dtype="float32")
         out, (h, c) = cell(latent, [parts[2 * i], parts[2 * i + 1]])
-        outputs.append(networks.dense_chain(out, post_lstm_sizes, activation, post_prefix(prefix)))
+        outputs.append(networks.dense_chain(out, post_lstm_sizes, activation, post_prefix(prefix), layer_init))
         next_state += [h, c]
-    policy_params, value = networks.actor_critic_heads(outputs[0], outputs[-1], num_policy_params, gaussian)
+    policy_params, value = networks.actor_critic_heads(outputs[0], outputs[-1], num_policy_params, gaussian,
+                                                       layer_init, log_std_init)
     return keras.Model([obs, state], (policy_params, value, keras.ops.concatenate(next_state, axis=-1)), name=name)
 
 
