@@ -37,6 +37,7 @@ from tfrl.rollout_actors import ActorSettings
 from tfrl.rollout_actors.pool import ActorPool, ShareWorker
 from tfrl.stepping import resume_seed
 
+
 @dataclasses.dataclass(frozen=True)
 class ShareSetup:
     """What every rollout worker is built from (sent to the actors once)."""
@@ -124,7 +125,9 @@ class RayRollouts(ActorPool):
         return np.concatenate([result["last_value"] for result in results])
 
     def _gather_async(self, mirror, obs_normalizer, storage: RolloutStorage) -> np.ndarray:
-        weights, stats = self._weights_ref(mirror), obs_normalizer.snapshot()
+        import ray
+
+        weights, stats = self._weights_ref(mirror), ray.put(obs_normalizer.snapshot())  # sent once, to each actor
         if not self._in_flight:  # the first rollout, or after a resume
             for i in range(len(self.shares)):
                 self.submit(i, "collect", weights, stats, tag=self._weights[1])
