@@ -92,21 +92,18 @@ class RayTransitions(ActorPool):
         """For an agent with acting_factory() (DQNAgent, ContinuousAgent)."""
         config = agent.config
         self = cls(TransitionWorker, (env_spec, vector_mode, agent.acting_factory(), round_vector_steps(config),
-                                      config.num_envs), config.num_envs, settings.count, seed, on_episode)
-        self.vector_steps, self._weight_sync_period = round_vector_steps(config), settings.weight_sync_period
-        self._rounds, self._weights = 0, None  # rounds so far; (ObjectRef, round) of the weights sent
+                                      config.num_envs), config.num_envs, settings.count, seed, on_episode,
+                   settings.weight_sync_period)
+        self.vector_steps, self._rounds = round_vector_steps(config), 0
         return self
 
     def collect(self, mirror, obs_normalizer) -> list[tuple[np.ndarray, ...]]:
         """One round of every actor acting with `mirror` (or the weights sent up to weight_sync_period - 1 rounds
         before): their transitions, in actor order; `obs_normalizer` (the learner's) takes in the observations
         they counted."""
-        import ray
-
-        if self._weights is None or self._rounds - self._weights[1] >= self._weight_sync_period:
-            self._weights = (ray.put(mirror), self._rounds)
+        weights, _ = self.weights_ref(mirror, self._rounds)
         self._rounds += 1
-        results = self.call("collect", self._weights[0], obs_normalizer.snapshot(), self.env_step)
+        results = self.call("collect", weights, obs_normalizer.snapshot(), self.env_step)
         for result in results:
             obs_normalizer.absorb(result["counted"])
         self.finish_round(results, self.vector_steps)

@@ -25,7 +25,6 @@ process's envs are, and fresh RNGs.
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any, Callable
 
 import numpy as np
@@ -90,12 +89,11 @@ class RayRollouts(ActorPool):
 
     def __init__(self, setup: ShareSetup, num_envs: int, num_actors: int, seed: int,
                  on_episode: Callable[[int, float, int], None], mode: str = "sync", weight_sync_period: int = 1):
-        super().__init__(RolloutWorker, (setup,), num_envs, num_actors, seed, on_episode)
-        self._mode, self._weight_sync_period = mode, weight_sync_period
+        super().__init__(RolloutWorker, (setup,), num_envs, num_actors, seed, on_episode, weight_sync_period)
+        self._mode = mode
         self._updates = 0  # collect() calls so far: each is followed by one update
-        self._weights: tuple[Any, int] | None = None  # (ObjectRef, updates) of the weights the actors are sent
         self._lags: list[int] = []  # the last rollout's shares' policy lags, in updates
-        self._waiting, self._put_s = 0, 0.0
+        self._waiting = 0
 
     @classmethod
     def for_agent(cls, agent, env_spec, settings: ActorSettings, seed: int, vector_mode: str,
@@ -117,7 +115,7 @@ class RayRollouts(ActorPool):
         return last_value
 
     def _gather(self, mirror, obs_normalizer, storage: RolloutStorage) -> np.ndarray:
-        results = self.call("collect", mirror, obs_normalizer.snapshot())
+        results = self.call("collect", self.weights_ref(mirror, self._updates)[0], obs_normalizer.snapshot())
         for (first, size), result in zip(self.shares, results):
             storage.write_share(slice(first, first + size), result)
             obs_normalizer.absorb(result["counted"])
@@ -127,14 +125,14 @@ class RayRollouts(ActorPool):
     def _gather_async(self, mirror, obs_normalizer, storage: RolloutStorage) -> np.ndarray:
         import ray
 
-        weights, stats = self._weights_ref(mirror), ray.put(obs_normalizer.snapshot())  # sent once, to each actor
+        (weights, weights_at), stats = self.weights_ref(mirror, self._updates), ray.put(obs_normalizer.snapshot())
         if not self._in_flight:  # the first rollout, or after a resume
             for i in range(len(self.shares)):
-                self.submit(i, "collect", weights, stats, tag=self._weights[1])
+                self.submit(i, "collect", weights, stats, tag=weights_at)
         size, results, order, self._lags = self.shares[0][1], [], [], []
         for slot in range(len(self.shares)):
             i, result, weights_updates = self.next_result()
-            self.submit(i, "collect", weights, stats, tag=self._weights[1])  # the next, while the learner trains
+            self.submit(i, "collect", weights, stats, tag=weights_at)  # the next, while the learner trains
             columns, (first, _) = slice(slot * size, (slot + 1) * size), self.shares[i]
             storage.write_share(columns, result)
             order.append((columns, slice(first, first + size)))
@@ -145,16 +143,6 @@ class RayRollouts(ActorPool):
         self._waiting = self.results_waiting()
         self.finish_round(results, storage.rollout_length)
         return self._target(mirror, storage, np.concatenate([result["last_obs"] for result in results]))
-
-    def _weights_ref(self, mirror):
-        """The weights the actors are sent: the learner's now, every weight_sync_period updates."""
-        import ray
-
-        if self._weights is None or self._updates - self._weights[1] >= self._weight_sync_period:
-            start = time.perf_counter()
-            self._weights = (ray.put(mirror), self._updates)
-            self._put_s = time.perf_counter() - start
-        return self._weights[0]
 
     @staticmethod
     def _target(mirror, storage: RolloutStorage, last_obs: np.ndarray) -> np.ndarray:
@@ -169,5 +157,5 @@ class RayRollouts(ActorPool):
         values = super().log_values()
         if self._mode == "async" and self._lags:
             values.update(policy_lag_mean=float(np.mean(self._lags)), policy_lag_max=max(self._lags),
-                          rollouts_waiting=self._waiting, weights_put_s=self._put_s)
+                          rollouts_waiting=self._waiting)
         return values

@@ -71,7 +71,7 @@ class ActorPool:
     initialized. on_episode(env_step, return, length) hears of every episode that ends, on the run's clock."""
 
     def __init__(self, worker_class, args: tuple, num_envs: int, num_actors: int, seed: int,
-                 on_episode: Callable[[int, float, int], None]):
+                 on_episode: Callable[[int, float, int], None], weight_sync_period: int = 1):
         import ray
 
         remote = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(worker_class)
@@ -83,6 +83,9 @@ class ActorPool:
         self._overhead_s = 0.0  # the last round's wall time beyond its slowest actor's stepping
         self._in_flight: dict[Any, tuple[int, str, tuple, Any]] = {}  # submitted: ref -> (actor, method, args, tag)
         self._failures = [0] * num_actors  # failed rounds of each actor in a row, of submitted calls
+        self._weight_sync_period = weight_sync_period
+        self._weights: tuple[Any, int] | None = None  # (ObjectRef, clock) of the weights the actors are sent
+        self._put_s: float | None = None  # seconds the last put of the weights took
 
     def call(self, method: str, *args) -> list[dict[str, Any]]:
         """Every actor's `method`(*args) (a round), in actor order; objects in args are sent once (an ObjectRef
@@ -93,6 +96,17 @@ class ActorPool:
         results = [self._result(i, call, method, sent) for i, call in enumerate(calls)]
         self._overhead_s = time.perf_counter() - start - max(result["seconds"] for result in results)
         return results
+
+    def weights_ref(self, mirror, clock: int) -> tuple[Any, int]:
+        """(ObjectRef, the clock it was put at) of the weights to send at `clock` (updates or rounds): `mirror` put
+        into Ray's store once weight_sync_period have passed since the last put, else the last ones."""
+        import ray
+
+        if self._weights is None or clock - self._weights[1] >= self._weight_sync_period:
+            start = time.perf_counter()
+            self._weights = (ray.put(mirror), clock)
+            self._put_s = time.perf_counter() - start
+        return self._weights
 
     def submit(self, i: int, method: str, *args, tag: Any = None) -> None:
         """Starts actor i's `method`(*args) and returns; next_result() gives its result, with `tag`."""
@@ -197,11 +211,12 @@ class ActorPool:
         ray.get([worker.resume_at.remote(seed, env_step) for worker in self._workers])
 
     def log_values(self) -> dict[str, float]:
+        values = {} if self._put_s is None else {"actor_weights_put_s": self._put_s}
         if not self._rates:
-            return {"actor_restarts": self.restarts}
+            return {**values, "actor_restarts": self.restarts}
         return {"actor_env_steps_per_s_mean": float(np.mean(self._rates)),
                 "actor_env_steps_per_s_min": float(np.min(self._rates)),
-                "actor_overhead_s": self._overhead_s, "actor_restarts": self.restarts}
+                "actor_overhead_s": self._overhead_s, "actor_restarts": self.restarts, **values}
 
     def pids(self) -> list[int]:
         import ray
