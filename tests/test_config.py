@@ -321,3 +321,16 @@ def test_old_optimizer_epsilon_names_are_read_with_their_new_names():
     a2c = config_lib.apply_overrides(agents.get("a2c").config_cls(), {"rmsprop_eps": 3e-5, "n_steps": 7}, "old preset")
     assert (ppo.adam_epsilon, a2c.rmsprop_epsilon, a2c.rollout_length) == (2e-5, 3e-5, 7)
     assert {"adam_epsilon", "rmsprop_epsilon"} <= agents.hparam_names()
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("layer_init", "xavier", "layer_init must be orthogonal or torch, got 'xavier'"),
+    ("log_std_init", float("nan"), "log_std_init must be a finite number, got nan"),
+    ("log_std_init", float("inf"), "log_std_init must be a finite number, got inf"),
+])
+def test_actor_critic_initialization_settings_are_checked(field, value, message):
+    from tfrl.agents.ppo.config import PPOConfig
+
+    with pytest.raises(ValueError, match=message):  # config.require's; --hp and presets turn it into one line
+        PPOConfig(**{field: value})
+    assert PPOConfig(layer_init="torch", log_std_init=-2.0).log_std_init == -2.0
