@@ -273,7 +273,6 @@ class RewardScaler:
         """Updates G and its variance with this vector step's rewards of the envs `envs` (all by default),
         returns them scaled (float32)."""
         returns = self.returns[envs] * self.gamma + reward
-        self.returns[envs] = returns
         self.stats.update(returns)
         scaled = np.clip(reward / np.sqrt(self.stats.var + EPSILON), -self.clip, self.clip)
         returns[np.asarray(done, bool)] = 0.0
