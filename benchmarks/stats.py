@@ -7,7 +7,9 @@ Precipice"), written out in NumPy for the two statistics used here.
     bootstrap_ci(scores, ...)      scores [runs] or [runs, tasks]; each of `repetitions` resamples draws runs with
                                    replacement within every task (stratified by task), and the CI is the
                                    (alpha/2, 1 - alpha/2) percentiles of the statistic over the resamples
-    performance_profile(...)       the fraction of runs whose normalized score exceeds each threshold
+    performance_profile(...)       the fraction of runs whose normalized score exceeds each threshold, averaged
+                                   over tasks
+    profile_ci(...)                its stratified bootstrap interval at each threshold
 """
 
 from __future__ import annotations
@@ -50,7 +52,35 @@ def iqm_with_ci(scores, digits: int = 1, seed: int = 0) -> str:
     return f"{iqm(scores):.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
-def performance_profile(normalized: Sequence[float], thresholds: Sequence[float]) -> list[float]:
-    """For each threshold tau, the fraction of runs (all tasks pooled) whose normalized score is above tau."""
-    scores = np.asarray(normalized, np.float64).reshape(-1)
-    return [float(np.mean(scores > tau)) for tau in thresholds]
+def _tasks(task_scores) -> list[np.ndarray]:
+    """Per-task score arrays: a flat sequence is one task; tasks may hold different numbers of runs."""
+    if len(task_scores) and np.ndim(task_scores[0]) == 0:
+        task_scores = [task_scores]
+    tasks = [np.asarray(scores, np.float64).reshape(-1) for scores in task_scores]
+    if not tasks or any(not len(scores) or not np.all(np.isfinite(scores)) for scores in tasks):
+        raise ValueError("a performance profile needs finite scores for every task")
+    return tasks
+
+
+def performance_profile(task_scores, thresholds: Sequence[float]) -> list[float]:
+    """For each threshold tau, the fraction of runs whose normalized score is above tau, averaged over tasks (each
+    task weighs the same, whatever its number of runs). task_scores: one sequence of runs per task, or one flat
+    sequence for a single task."""
+    taus = np.asarray(thresholds, np.float64)
+    fractions = [np.mean(scores[:, None] > taus[None, :], axis=0) for scores in _tasks(task_scores)]
+    return [float(value) for value in np.mean(fractions, axis=0)]
+
+
+def profile_ci(task_scores, thresholds: Sequence[float], repetitions: int = 2000, alpha: float = 0.05,
+               seed: int = 0) -> list[tuple[float, float]]:
+    """(low, high) of performance_profile at each threshold: the stratified bootstrap percentile interval, each
+    resample drawing every task's runs with replacement from that task's own runs."""
+    tasks = _tasks(task_scores)
+    rng = np.random.default_rng(seed)
+    values = np.empty((repetitions, len(thresholds)))
+    for k in range(repetitions):
+        resample = [scores[rng.integers(0, len(scores), size=len(scores))] for scores in tasks]
+        values[k] = performance_profile(resample, thresholds)
+    low = np.percentile(values, 100 * alpha / 2, axis=0)
+    high = np.percentile(values, 100 * (1 - alpha / 2), axis=0)
+    return [(float(lo), float(hi)) for lo, hi in zip(low, high)]

@@ -39,3 +39,22 @@ def test_iqm_with_ci_text_and_the_performance_profile():
     assert stats.iqm_with_ci([7.25]) == "7.2"
     assert stats.iqm_with_ci([1, 2, 3, 4, 100]).startswith("3.0 [")
     assert stats.performance_profile([0.1, 0.5, 0.9, 1.0], [0.0, 0.5, 0.95]) == [1.0, 0.5, 0.25]
+
+
+def test_a_profile_weighs_every_task_the_same():
+    # Task 0 (4 runs): above 0, 0.5, 0.95: 4/4, 2/4, 1/4; task 1 (1 run, 2.0): 1, 1, 1. Pooling the 5 runs would
+    # give 5/5, 3/5, 2/5; averaging the tasks gives (1 + 1) / 2, (0.5 + 1) / 2, (0.25 + 1) / 2.
+    assert stats.performance_profile([[0.1, 0.5, 0.9, 1.0], [2.0]], [0.0, 0.5, 0.95]) == [1.0, 0.75, 0.625]
+    with pytest.raises(ValueError, match="finite"):
+        stats.performance_profile([[0.1, float("nan")]], [0.5])
+    with pytest.raises(ValueError, match="finite"):
+        stats.performance_profile([[0.1], []], [0.5])
+
+
+def test_the_profile_interval_resamples_within_each_task():
+    # Every run of task 0 is below 0.5 and every run of task 1 above it: each resample keeps that, so the fraction
+    # above 0.5 is (0 + 1) / 2 in every resample, and the interval a point.
+    assert stats.profile_ci([[0.2, 0.3, 0.1], [0.8, 0.9]], [0.5]) == [(0.5, 0.5)]
+    # One task of runs 0 and 1: a resample of 2 draws holds the 1 twice (1/4), once (1/2) or never (1/4), so the
+    # fraction above 0.5 is 1, 0.5 or 0: the 95 % interval spans 0 to 1; above 1.5 it is 0 in every resample.
+    assert stats.profile_ci([[0.0, 1.0]], [0.5, 1.5], repetitions=4000) == [(0.0, 1.0), (0.0, 0.0)]

@@ -130,6 +130,14 @@ def is_float(dtype) -> bool:
     return dtype.kind in "fc" or "float" in dtype.name
 
 
+def can_hold_nonfinite(dtype) -> bool:
+    """Whether arrays of `dtype` can hold NaN or Inf: a float dtype, or a structured one with a float field."""
+    dtype = np.dtype(dtype)
+    if dtype.names:
+        return any(can_hold_nonfinite(dtype[name]) for name in dtype.names)
+    return is_float(dtype)
+
+
 def all_finite(values: np.ndarray) -> bool:
     """Whether an array holds no NaN or Inf: every field of a structured array (Dict observations); arrays that
     cannot hold them (integers, uint8 images) are not looked at."""

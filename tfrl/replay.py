@@ -39,6 +39,9 @@ class UniformReplay:
         self.size = 0
         self.cursor = 0  # where the next transition is written
         self._rng = np.random.default_rng(seed)
+        # Looked up once: add() runs at every env step.
+        self._dtypes = {name: getattr(self, name).dtype for name in TRANSITION_FIELDS}
+        self._may_be_nonfinite = [name for name in TRANSITION_FIELDS if numerics.can_hold_nonfinite(self._dtypes[name])]
 
     def add(self, obs, action, reward, discount, next_obs) -> None:
         """Add a batch of N transitions (arrays with leading dim N); NonFiniteError, adding none, if a float field
@@ -47,9 +50,10 @@ class UniformReplay:
         if n > self.capacity:
             raise ValueError(f"cannot add {n} transitions to a buffer of capacity {self.capacity}")
         batch = self._checked(obs=obs, action=action, reward=reward, discount=discount, next_obs=next_obs)
-        idx = (self.cursor + np.arange(n)) % self.capacity
+        end = self.cursor + n
+        where = slice(self.cursor, end) if end <= self.capacity else np.arange(self.cursor, end) % self.capacity
         for name, values in batch.items():
-            getattr(self, name)[idx] = values
+            getattr(self, name)[where] = values
         self.cursor = int((self.cursor + n) % self.capacity)
         self.size = min(self.size + n, self.capacity)
 
@@ -58,8 +62,8 @@ class UniformReplay:
         one: checked after the cast, so a float64 that overflows float32 counts as the Inf it would be stored as.
         uint8 frames and integer actions or refs cannot hold NaN and are not looked at."""
         with np.errstate(over="ignore", invalid="ignore"):  # the overflow is reported below, as an Inf
-            stored = {name: np.asarray(value, getattr(self, name).dtype) for name, value in fields.items()}
-        bad = [FIELD_NAMES[name] for name, values in stored.items() if not numerics.all_finite(values)]
+            stored = {name: np.asarray(value, self._dtypes[name]) for name, value in fields.items()}
+        bad = [FIELD_NAMES[name] for name in self._may_be_nonfinite if not numerics.all_finite(stored[name])]
         if bad:
             raise numerics.NonFiniteError.entering_replay(bad)
         return stored

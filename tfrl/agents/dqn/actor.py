@@ -11,11 +11,10 @@ from tfrl.replay import NStepBuilder
 from tfrl.schedules import Schedule
 
 
-def linear_epsilon(env_step: int, config: DQNConfig) -> float:
+def epsilon_schedule(config: DQNConfig) -> Schedule:
     """Epsilon falls linearly from epsilon_start to epsilon_end over the first
     epsilon_decay_fraction * total_env_steps env steps, then stays at epsilon_end."""
-    decay = Schedule(config.epsilon_start, config.epsilon_end, config.epsilon_decay_fraction * config.total_env_steps)
-    return decay.at(env_step)
+    return Schedule(config.epsilon_start, config.epsilon_end, config.epsilon_decay_fraction * config.total_env_steps)
 
 
 class EpsilonGreedyActor:
@@ -60,7 +59,7 @@ class DQNActing:
 
     def __init__(self, q_values_fn, num_envs: int, seed: int, *, config: DQNConfig, num_actions: int):
         self.actor = EpsilonGreedyActor(q_values_fn, num_actions, seed=seed)
-        self._config = config
+        self._epsilon = epsilon_schedule(config)  # built once: step() runs at every env step
         self._nstep = NStepBuilder(config.n_step_return, config.gamma, num_envs)
 
     @property
@@ -74,6 +73,6 @@ class DQNActing:
         """One vector step of `env` (a VectorStepper); the complete transitions, or None. observe(step): (s_t,
         s_t+1) as the replay stores them (default: whole observations). DQN normalizes no observations."""
         del obs_normalizer
-        step = env.step(self.actor.act(env.obs, linear_epsilon(env_step, self._config)))
+        step = env.step(self.actor.act(env.obs, self._epsilon.at(env_step)))
         obs, final_obs = (step.obs, step.final_obs()) if observe is None else observe(step)
         return self._nstep.step(obs, step.action, step.reward, step.terminated, step.truncated, final_obs)

@@ -21,7 +21,7 @@ import numpy as np
 from tfrl import networks
 from tfrl.agents.core import rng_state, set_rng_state
 from tfrl.agents.dqn import policy as dqn_policy
-from tfrl.agents.dqn.actor import DQNActing, linear_epsilon
+from tfrl.agents.dqn.actor import DQNActing, epsilon_schedule
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.agents.off_policy.training import ReplayTraining, check_first_batch, collect_transitions
@@ -68,7 +68,8 @@ class DQNAgent:
         self.training = ReplayTraining(learner, config, _make_replay(config, env, seed), self._apply)
         self._target_update_at = config.target_update_period_env_steps  # env step of the next target update
         self._metrics = {"loss": float("nan"), "q_mean": float("nan")}
-        self._epsilon = linear_epsilon(0, config)
+        self._epsilon = epsilon_schedule(config)
+        self._last_acted_at = 0  # env step of the last vector step taken: the logged epsilon is its
 
     @property
     def replay(self):
@@ -82,7 +83,7 @@ class DQNAgent:
         """One vector step here, or one round of the rollout actors (--actors); frame refs for a frame-stack
         replay, else whole observations."""
         collect_transitions(env, self.acting, self._mirror, NoNormalization(), self.replay, self.replay.observe)
-        self._epsilon = linear_epsilon(env.env_step - self.config.num_envs, self.config)  # of the last step taken
+        self._last_acted_at = env.env_step - self.config.num_envs
 
     def train(self, env_step: int) -> None:
         config = self.config
@@ -112,7 +113,7 @@ class DQNAgent:
         self._metrics = update.metrics
 
     def log_values(self) -> dict[str, float]:
-        return {**self._metrics, "epsilon": self._epsilon}
+        return {**self._metrics, "epsilon": self._epsilon.at(self._last_acted_at)}
 
     def counters(self) -> dict[str, int]:
         return {"gradient_steps": int(self.learner.gradient_steps_done.numpy())}
