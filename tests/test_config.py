@@ -306,6 +306,9 @@ def test_parse_cli_overrides_errors(items, message):
 @pytest.mark.parametrize("agent, key, value, message", [
     ("dqn", "layer_init", "he", "layer_init must be glorot or torch"),
     ("dqn", "adam_epsilon", 0.0, "adam_epsilon must be > 0"),
+    ("sac", "layer_init", "orthogonal", "layer_init must be glorot or torch"),
+    ("td3", "adam_epsilon", -1e-8, "adam_epsilon must be > 0"),
+    ("td3", "adam_epsilon", float("nan"), "adam_epsilon.: nan is not a finite number"),
     ("ppo", "observation_clip", 0.0, "observation_clip must be > 0"),
     ("a2c", "reward_clip", -1.0, "reward_clip must be > 0"),
     ("sac", "observation_clip", 0.0, "observation_clip must be > 0"),

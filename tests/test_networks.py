@@ -97,6 +97,25 @@ def test_torch_layer_init_draws_kernels_and_biases_within_one_over_sqrt_fan_in()
     assert np.abs(glorot.get_layer("torso_0").get_weights()[0]).max() <= np.sqrt(6 / 260)
 
 
+def test_the_continuous_actors_and_critics_take_the_torch_init():
+    keras.utils.set_random_seed(0)
+    # obs 3 (+ action 2 into the critic), hidden (64, 32): fan_in of each layer -> bound 1/sqrt(fan_in)
+    cases = [(networks.deterministic_actor((3,), 2, (64, 32), layer_init="torch"),
+              [("torso_0", 3), ("torso_1", 64), ("action_head", 32)]),
+             (networks.squashed_gaussian_actor((3,), 2, (64, 32), layer_init="torch"),
+              [("torso_0", 3), ("mean_head", 32), ("log_std_head", 32)]),
+             (networks.q_critic((3,), 2, (64, 32), "q1", layer_init="torch"),
+              [("torso_0", 5), ("torso_1", 64), ("q_head", 32)])]
+    for model, layers in cases:
+        for layer, fan_in in layers:
+            kernel, bias = model.get_layer(layer).get_weights()
+            bound = 1 / np.sqrt(fan_in)
+            assert np.abs(kernel).max() <= bound and np.abs(kernel).max() > 0.5 * bound, (model.name, layer)
+            assert np.abs(bias).max() <= bound and np.all(bias != 0), (model.name, layer)
+    glorot = networks.q_critic((3,), 2, (64, 32), "q1")
+    assert not np.any(glorot.get_layer("q_head").get_weights()[1])  # Keras' default: zero biases
+
+
 def test_actor_critic_layer_init_and_log_std_init():
     keras.utils.set_random_seed(0)
     orthogonal = networks.actor_critic_network((4,), 4, (64, 64), "relu", gaussian=True)

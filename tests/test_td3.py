@@ -92,6 +92,28 @@ def test_the_actor_and_the_targets_move_on_every_second_gradient_step_only(xla):
     assert int(learner.gradient_steps_done.numpy()) == 5 and "actor_loss" in third.metrics
 
 
+def test_the_layer_init_and_adam_epsilon_reach_the_td3_and_sac_learners():
+    """SB3's TD3 and SAC keep PyTorch's nn.Linear init and Adam epsilon 1e-8; Keras' defaults: Glorot, zero biases,
+    1e-7. The targets start as copies of the online networks whatever the init."""
+    from tfrl.agents.sac.config import SACConfig
+    from tfrl.agents.sac.learning import SACLearner
+
+    td3 = TD3Learner(TD3Config(hidden_sizes=(16,), layer_init="torch", adam_epsilon=1e-8), PENDULUM, _runtime())
+    sac = SACLearner(SACConfig(hidden_sizes=(16,), layer_init="torch", adam_epsilon=1e-8), PENDULUM, _runtime())
+    keras_default = TD3Learner(TD3Config(hidden_sizes=(16,)), PENDULUM, _runtime())
+    for model in (td3.actor, td3.critics[0], sac.actor, sac.critics[1]):
+        bias = model.get_layer("torso_0").get_weights()[1]
+        fan_in = 3 if "actor" in model.name else 4  # Pendulum's 3 observations, and the action into a critic
+        assert np.all(bias != 0) and np.abs(bias).max() <= 1 / np.sqrt(fan_in), model.name
+    assert not np.any(keras_default.actor.get_layer("torso_0").get_weights()[1])
+    for got, want in zip(td3.actor_target.get_weights(), td3.actor.get_weights()):
+        np.testing.assert_array_equal(got, want)
+    optimizers = (td3.actor_optimizer, td3.critic_optimizer, sac.actor_optimizer, sac.critic_optimizer,
+                  sac.temperature_optimizer)
+    assert [float(o.epsilon) for o in optimizers] == [1e-8] * 5
+    assert float(keras_default.critic_optimizer.epsilon) == 1e-7
+
+
 def test_the_actor_loss_is_minus_the_first_critic_of_the_actors_action():
     learner = TD3Learner(TD3Config(hidden_sizes=(16,), policy_delay=1), PENDULUM, _runtime())
     actor_before = keras.models.clone_model(learner.actor)

@@ -377,31 +377,35 @@ class NumpyActorCritic:
 
 
 def squashed_gaussian_actor(obs_shape: Sequence[int] | ObsSpec, action_size: int, hidden_sizes: Sequence[int],
-                            name: str = "sac_actor") -> keras.Model:
+                            name: str = "sac_actor", layer_init: str = "glorot") -> keras.Model:
     """SAC's actor: obs [B, *obs_shape] -> [mean, log std] [B, 2D] (ReLU torso, heads "mean_head" and
     "log_std_head"); the policy squashes mean + std * noise with tanh (tfrl.agents.sac.learning)."""
     obs, x = observation_input(obs_shape, "float32", "mlp")
-    x = mlp_torso(x, hidden_sizes, "relu")
-    mean = keras.layers.Dense(action_size, name="mean_head", dtype="float32")(x)
-    log_std = keras.layers.Dense(action_size, name="log_std_head", dtype="float32")(x)
+    x = mlp_torso(x, hidden_sizes, "relu", layer_init=layer_init)
+    head = dense_initializers(layer_init, x.shape[-1])
+    mean = keras.layers.Dense(action_size, name="mean_head", dtype="float32", **head)(x)
+    log_std = keras.layers.Dense(action_size, name="log_std_head", dtype="float32", **head)(x)
     return keras.Model(obs, keras.ops.concatenate([mean, log_std], axis=-1), name=name)
 
 
 def deterministic_actor(obs_shape: Sequence[int] | ObsSpec, action_size: int, hidden_sizes: Sequence[int],
-                        name: str = "td3_actor") -> keras.Model:
+                        name: str = "td3_actor", layer_init: str = "glorot") -> keras.Model:
     """TD3's actor: obs [B, *obs_shape] -> action in [-1, 1]^D [B, D] (ReLU torso, tanh head "action_head")."""
     obs, x = observation_input(obs_shape, "float32", "mlp")
-    x = mlp_torso(x, hidden_sizes, "relu")
-    action = keras.layers.Dense(action_size, activation="tanh", name="action_head", dtype="float32")(x)
+    x = mlp_torso(x, hidden_sizes, "relu", layer_init=layer_init)
+    action = keras.layers.Dense(action_size, activation="tanh", name="action_head", dtype="float32",
+                                **dense_initializers(layer_init, x.shape[-1]))(x)
     return keras.Model(obs, action, name=name)
 
 
-def q_critic(obs_shape: Sequence[int] | ObsSpec, action_size: int, hidden_sizes: Sequence[int], name: str) -> keras.Model:
+def q_critic(obs_shape: Sequence[int] | ObsSpec, action_size: int, hidden_sizes: Sequence[int], name: str,
+             layer_init: str = "glorot") -> keras.Model:
     """A continuous-action critic: (obs [B, *obs_shape], action [B, D]) -> Q(s, a) [B] (ReLU torso)."""
     obs, x = observation_input(obs_shape, "float32", "mlp")
     action = keras.Input(shape=(action_size,), name="action", dtype="float32")
-    x = mlp_torso(keras.layers.Concatenate(name="obs_action")([x, action]), hidden_sizes, "relu")
-    q = keras.layers.Dense(1, name="q_head", dtype="float32")(x)
+    x = mlp_torso(keras.layers.Concatenate(name="obs_action")([x, action]), hidden_sizes, "relu",
+                  layer_init=layer_init)
+    q = keras.layers.Dense(1, name="q_head", dtype="float32", **dense_initializers(layer_init, x.shape[-1]))(x)
     return keras.Model([obs, action], keras.ops.squeeze(q, axis=-1), name=name)
 
 

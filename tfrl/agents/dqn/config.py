@@ -37,12 +37,6 @@ class DQNConfig(OffPolicyConfig):
     or minatar_cnn."""
     dueling: bool = False
     """Dueling head (Wang et al. 2016): Q = V + A - mean(A)."""
-    layer_init: str = "glorot"
-    """Initial weights of the Q-network's layers: glorot (Keras' default: Glorot-uniform kernels, zero biases) or
-    torch (PyTorch's nn.Linear default, kept by SB3's DQN: kernels and biases uniform in +-1/sqrt(fan_in))."""
-    adam_epsilon: float = 1e-7
-    """Adam's epsilon, added to sqrt(v) (Keras' default 1e-7; PyTorch's and so SB3's DQN default is 1e-8, added to
-    the bias-corrected sqrt(v))."""
     final_learning_rate_fraction: float = 1.0
     """Step size at the last gradient step, as a fraction of learning_rate; it falls linearly in between
     (1.0 = constant). A decaying step size steadies the final policy."""
@@ -80,8 +74,6 @@ class DQNConfig(OffPolicyConfig):
         for name in ("n_step_return", "target_update_period_env_steps"):
             require(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
         require(self.torso in TORSOS, f"torso must be one of {', '.join(TORSOS)}, got {self.torso!r}")
-        require(self.layer_init in ("glorot", "torch"), f"layer_init must be glorot or torch, got {self.layer_init!r}")
-        require(self.adam_epsilon > 0, f"adam_epsilon must be > 0, got {self.adam_epsilon}")
         require(0 <= self.final_learning_rate_fraction <= 1,
                 f"final_learning_rate_fraction must be in [0, 1], got {self.final_learning_rate_fraction}")
         for name in ("epsilon_start", "epsilon_end", "epsilon_decay_fraction"):

@@ -38,6 +38,13 @@ class OffPolicyConfig(LoopConfig):
     """Target update: target <- tau * online + (1 - tau) * target; 1.0 is a hard copy, smaller is Polyak averaging."""
     max_grad_norm: float = 0.0
     """Global gradient-norm clip of each optimizer's step (0 disables)."""
+    layer_init: str = "glorot"
+    """Initial weights of every network's Dense layers: glorot (Keras' default: Glorot-uniform kernels, zero
+    biases) or torch (PyTorch's nn.Linear default, which SB3's DQN, SAC and TD3 keep: kernels and biases uniform in
+    +-1/sqrt(fan_in))."""
+    adam_epsilon: float = 1e-7
+    """Every Adam optimizer's epsilon, added to sqrt(v) (Keras' default 1e-7; PyTorch's, and so SB3's, is 1e-8,
+    added to the bias-corrected sqrt(v))."""
     train_in_background: bool = False
     """Run each train call in a background thread while the actor keeps stepping the envs (TensorFlow releases
     Python's GIL inside its ops, so the two share the machine's cores). This changes the algorithm a little: the
@@ -57,6 +64,8 @@ class OffPolicyConfig(LoopConfig):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         require_positive_sizes("hidden_sizes", self.hidden_sizes)
         require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
+        require(self.layer_init in ("glorot", "torch"), f"layer_init must be glorot or torch, got {self.layer_init!r}")
+        require(self.adam_epsilon > 0, f"adam_epsilon must be > 0, got {self.adam_epsilon}")
         require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
         require(0 < self.target_update_tau <= 1, f"target_update_tau must be in (0, 1], got {self.target_update_tau}")
         require(self.batch_size <= self.replay_capacity, "batch_size must not exceed replay_capacity")

@@ -108,9 +108,9 @@ class SACLearner:
         self._call = train_step.concrete_call(self.train_step)
 
     def _build(self, config: SACConfig, env: EnvInfo, size: int, precision_policy: str) -> None:
-        hidden = config.hidden_sizes
-        self.actor = networks.squashed_gaussian_actor(env.observations, size, hidden)
-        self.critics = [networks.q_critic(env.observations, size, hidden, f"q{i}") for i in (1, 2)]
+        hidden, init = config.hidden_sizes, config.layer_init
+        self.actor = networks.squashed_gaussian_actor(env.observations, size, hidden, layer_init=init)
+        self.critics = [networks.q_critic(env.observations, size, hidden, f"q{i}", init) for i in (1, 2)]
         self.targets = [networks.q_critic(env.observations, size, hidden, f"q{i}_target") for i in (1, 2)]
         for target, critic in zip(self.targets, self.critics):
             target.set_weights(critic.get_weights())
@@ -120,7 +120,8 @@ class SACLearner:
         self.critic_variables = [v for critic in self.critics for v in critic.trainable_variables]
         clip = config.max_grad_norm or None
         self.actor_optimizer, self.critic_optimizer, self.temperature_optimizer = (
-            precision.built_optimizer(keras.optimizers.Adam(config.learning_rate, global_clipnorm=clip),
+            precision.built_optimizer(keras.optimizers.Adam(config.learning_rate, epsilon=config.adam_epsilon,
+                                                            global_clipnorm=clip),
                                       variables, precision_policy)
             for variables in (self.actor.trainable_variables, self.critic_variables, [self.log_alpha]))
         self.gradient_steps_done = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")

@@ -83,16 +83,17 @@ class TD3Learner:
         self._call = train_step.concrete_call(self.train_step)
 
     def _build(self, config: TD3Config, env: EnvInfo, size: int, precision_policy: str) -> None:
-        hidden = config.hidden_sizes
-        self.actor = networks.deterministic_actor(env.observations, size, hidden)
+        hidden, init = config.hidden_sizes, config.layer_init
+        self.actor = networks.deterministic_actor(env.observations, size, hidden, layer_init=init)
         self.actor_target = networks.deterministic_actor(env.observations, size, hidden, name="td3_actor_target")
-        self.critics = [networks.q_critic(env.observations, size, hidden, f"q{i}") for i in (1, 2)]
+        self.critics = [networks.q_critic(env.observations, size, hidden, f"q{i}", init) for i in (1, 2)]
         self.targets = [networks.q_critic(env.observations, size, hidden, f"q{i}_target") for i in (1, 2)]
         self.sync_target_networks()
         self.critic_variables = [v for critic in self.critics for v in critic.trainable_variables]
         clip = config.max_grad_norm or None
         self.actor_optimizer, self.critic_optimizer = (
-            precision.built_optimizer(keras.optimizers.Adam(config.learning_rate, global_clipnorm=clip),
+            precision.built_optimizer(keras.optimizers.Adam(config.learning_rate, epsilon=config.adam_epsilon,
+                                                            global_clipnorm=clip),
                                       variables, precision_policy)
             for variables in (self.actor.trainable_variables, self.critic_variables))
         self.gradient_steps_done = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
