@@ -136,7 +136,7 @@ def image_name(libs: Sequence[str]) -> str:
 
 def markdown(suites: Sequence[dict], libs: Sequence[str], curves: dict, command: str) -> str:
     """The section: the command, the suites counted, and the profile at TABLE_THRESHOLDS."""
-    lines = ["### Performance profiles across the suites", "", f"```\n{command}\n```", "",
+    lines = [f"### Performance profiles across the suites: {', '.join(libs)}", "", f"```\n{command}\n```", "",
              f"Each suite's newest side-by-side run with {len(libs)} libraries on the same seeds (the suite blocks "
              "below give the machine and settings of each). Normalized score = (final greedy return - random) / "
              "(reference - random); a point of the profile is the fraction of runs above tau, each suite weighing "
@@ -182,7 +182,7 @@ def main(argv):
     if not suites:
         raise UsageError(f"no suite has a run with {FLAGS.min_seeds}+ seeds for each of {', '.join(libs)}")
     curves = profiles(suites, libs)
-    section = markdown(suites, libs, curves, "python benchmarks/profiles.py " + " ".join(sys.argv[1:]))
+    section = markdown(suites, libs, curves, " ".join(["python", "benchmarks/profiles.py", *sys.argv[1:]]))
     print(section)
     if FLAGS.docs:
         docs = pathlib.Path(FLAGS.docs)
