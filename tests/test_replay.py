@@ -186,3 +186,19 @@ def test_nstep_output_dtypes_fit_the_replay():
     replay = UniformReplay(capacity=4, obs_shape=(3,), seed=0)
     replay.add(*out)
     assert replay.size == 1
+
+
+def test_the_fields_that_can_hold_nan_are_found_once_also_inside_structured_and_subarray_dtypes():
+    from tfrl import numerics
+
+    structured = np.dtype([("camera", np.uint8, (2, 2)), ("joints", np.float32, (3,)), ("count", np.int32)])
+    assert numerics.can_hold_nonfinite(structured)  # "joints" is a subarray field: its own kind is void
+    assert numerics.can_hold_nonfinite(np.dtype((np.float32, (3,))))
+    assert not numerics.can_hold_nonfinite(np.dtype([("camera", np.uint8, (2, 2)), ("count", np.int32)]))
+    replay = UniformReplay(4, (), seed=0, obs_dtype=structured)
+    assert replay._may_be_nonfinite == ["obs", "reward", "discount", "next_obs"]  # not the int32 actions
+    obs = np.zeros(1, structured)
+    obs["joints"][0, 1] = np.nan
+    with pytest.raises(Exception, match="non-finite observation"):
+        replay.add(obs, np.zeros(1, np.int32), np.ones(1, np.float32), np.ones(1, np.float32), np.zeros(1, structured))
+    assert replay.size == 0

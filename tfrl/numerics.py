@@ -135,6 +135,8 @@ def can_hold_nonfinite(dtype) -> bool:
     dtype = np.dtype(dtype)
     if dtype.names:
         return any(can_hold_nonfinite(dtype[name]) for name in dtype.names)
+    if dtype.subdtype is not None:  # a field of several values, ("<f4", (3,)): its kind is void
+        return can_hold_nonfinite(dtype.subdtype[0])
     return is_float(dtype)
 
 
