@@ -69,7 +69,7 @@ class DQNAgent:
         self._target_update_at = config.target_update_period_env_steps  # env step of the next target update
         self._metrics = {"loss": float("nan"), "q_mean": float("nan")}
         self._epsilon = epsilon_schedule(config)
-        self._last_acted_at = 0  # env step of the last vector step taken: the logged epsilon is its
+        self._last_acted_at = 0  # the env step of the last vector step taken, whose epsilon is logged
 
     @property
     def replay(self):
