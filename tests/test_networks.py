@@ -114,6 +114,13 @@ def test_the_continuous_actors_and_critics_take_the_torch_init():
             assert np.abs(bias).max() <= bound and np.all(bias != 0), (model.name, layer)
     glorot = networks.q_critic((3,), 2, (64, 32), "q1")
     assert not np.any(glorot.get_layer("q_head").get_weights()[1])  # Keras' default: zero biases
+    # Two heads of one actor start apart: each layer gets its own initializers (one reused would draw the same).
+    actor = cases[1][0]
+    mean_kernel, log_std_kernel = (actor.get_layer(name).get_weights()[0] for name in ("mean_head", "log_std_head"))
+    assert not np.array_equal(mean_kernel, log_std_kernel)
+    dueling = networks.q_network((4,), 3, (8,), dueling=True, layer_init="torch")
+    value, advantage = (dueling.get_layer(name).get_weights()[0] for name in ("value_head", "advantage_head"))
+    assert not np.array_equal(value[:, 0], advantage[:, 0])
 
 
 def test_actor_critic_layer_init_and_log_std_init():
@@ -128,7 +135,8 @@ def test_actor_critic_layer_init_and_log_std_init():
         assert not np.any(bias), layer
     np.testing.assert_array_equal(orthogonal.get_layer("log_std").get_weights()[0], [0.0, 0.0])
     # torch (SB3's ortho_init=False): fan_in 4, 64, 64 -> bounds 1/2, 1/8, 1/8, biases drawn too
-    for layer, bound in [("policy_torso_0", 0.5), ("value_torso_1", 1 / 8), ("policy_head", 1 / 8), ("value_head", 1 / 8)]:
+    bounds = [("policy_torso_0", 0.5), ("value_torso_1", 1 / 8), ("policy_head", 1 / 8), ("value_head", 1 / 8)]
+    for layer, bound in bounds:
         kernel, bias = torch_like.get_layer(layer).get_weights()
         assert 0.8 * bound < np.abs(kernel).max() <= bound and np.all(bias != 0) and np.abs(bias).max() <= bound, layer
     np.testing.assert_array_equal(torch_like.get_layer("log_std").get_weights()[0], [-2.0, -2.0])

@@ -108,14 +108,16 @@ def q_network(obs_shape: Sequence[int] | ObsSpec, num_actions: int, hidden_sizes
     torso: a resolved one (resolved_torso)."""
     obs, x = observation_input(obs_shape, obs_dtype, torso, lambda fan_in: dense_initializers(layer_init, fan_in))
     x = mlp_torso(x, hidden_sizes, "relu", layer_init=layer_init)
-    head = dense_initializers(layer_init, x.shape[-1])
+    def head():  # fresh initializers for each layer: a Keras initializer draws the same values at every call
+        return dense_initializers(layer_init, x.shape[-1])
+
     if dueling:
         # Wang et al. 2016, eq. 9: subtracting the mean advantage makes V and A identifiable.
-        value = keras.layers.Dense(1, name="value_head", dtype="float32", **head)(x)  # [B, 1]
-        advantage = keras.layers.Dense(num_actions, name="advantage_head", dtype="float32", **head)(x)  # [B, A]
+        value = keras.layers.Dense(1, name="value_head", dtype="float32", **head())(x)  # [B, 1]
+        advantage = keras.layers.Dense(num_actions, name="advantage_head", dtype="float32", **head())(x)  # [B, A]
         q = value + advantage - keras.ops.mean(advantage, axis=-1, keepdims=True)
     else:
-        q = keras.layers.Dense(num_actions, name="q_head", dtype="float32", **head)(x)
+        q = keras.layers.Dense(num_actions, name="q_head", dtype="float32", **head())(x)
     return keras.Model(obs, q, name=name)
 
 
@@ -382,9 +384,11 @@ def squashed_gaussian_actor(obs_shape: Sequence[int] | ObsSpec, action_size: int
     "log_std_head"); the policy squashes mean + std * noise with tanh (tfrl.agents.sac.learning)."""
     obs, x = observation_input(obs_shape, "float32", "mlp")
     x = mlp_torso(x, hidden_sizes, "relu", layer_init=layer_init)
-    head = dense_initializers(layer_init, x.shape[-1])
-    mean = keras.layers.Dense(action_size, name="mean_head", dtype="float32", **head)(x)
-    log_std = keras.layers.Dense(action_size, name="log_std_head", dtype="float32", **head)(x)
+    # One call of dense_initializers per layer: a Keras initializer draws the same values at every call.
+    mean = keras.layers.Dense(action_size, name="mean_head", dtype="float32",
+                              **dense_initializers(layer_init, x.shape[-1]))(x)
+    log_std = keras.layers.Dense(action_size, name="log_std_head", dtype="float32",
+                                 **dense_initializers(layer_init, x.shape[-1]))(x)
     return keras.Model(obs, keras.ops.concatenate([mean, log_std], axis=-1), name=name)
 
 
