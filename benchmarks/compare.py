@@ -288,6 +288,8 @@ def run_once(runner: Runner, spec: RunSpec, order: int, work_dir: pathlib.Path) 
         "curve": [[r["env_step"], r["wall_time_s"], r["episode_return_mean"]]
                   for r in train if "episode_return_mean" in r],
         "command": " ".join(command).replace(str(REPO_ROOT) + "/", "").replace(str(work_dir) + "/", ""),
+        # what --reuse matches a later comparison's runs against, and where this one ran
+        "overrides": spec.overrides, "hparams": spec.hparams, "cpu": cpu_model(),
     }
 
 # ---- the in-graph floor -------------------------------------------------------------------------
@@ -514,14 +516,19 @@ def _version(*distributions: str) -> str:
     return f"{distributions[0]} not installed"
 
 
-def machine_description() -> str:
-    model = "unknown CPU"
+def cpu_model() -> str:
+    """lscpu's "Model name", or "unknown CPU"."""
     try:
         for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
             if line.startswith("Model name:"):
-                model = line.split(":", 1)[1].strip()
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return "unknown CPU"
+
+
+def machine_description() -> str:
+    model = cpu_model()
     versions = [_version(*names) for names in (("tensorflow-cpu", "tensorflow"), ("keras",), ("torch",),
                                                 ("stable-baselines3",), ("sb3-contrib",), ("gymnasium",))]
     versions += [v for v in (_version("sbx-rl"), _version("jax")) if not v.endswith("not installed")]
