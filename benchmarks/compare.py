@@ -34,6 +34,10 @@ full run's when no hyperparameter follows total_env_steps (a linear schedule doe
 --libs=tfrl,sb3,sbx adds SBX (Stable-Baselines-Jax, extra bench-jax) as a third side for the DQN, PPO, SAC and TD3
 suites, trained by sb3_runner.py --library=sbx on the same translation; runs alternate A B C A B C.
 
+--reuse grows a comparison over several sittings: a seed whose runs (every library's) are already in the results
+file with the same settings is not run again, and the table covers every seed of --seeds, saying when and on which
+CPU each seed ran. Ratios stay per seed, between runs made side by side.
+
 Output: a markdown table (median and [min, max] over seeds, and the tfrl/other ratio per seed pair) printed
 and written into --docs between `<!-- compare:SUITE start -->` and `<!-- compare:SUITE end -->`, a PNG of
 the learning curves, and the per-run records as JSON lines. The SB3 side needs the bench extra
@@ -538,16 +542,19 @@ def machine_description() -> str:
 
 def markdown_section(suite_name: str, specs: Sequence[RunSpec], records: Sequence[dict], floor: dict | None,
                      names: Sequence[str], command: str, started: str, load: tuple[str, str],
-                     plot_name: str | None, target_return: float | None = None) -> str:
+                     plot_name: str | None, target_return: float | None = None, runs: str | None = None) -> str:
+    """`runs`: where the runs come from when some were reused (provenance); the load and machine lines are then
+    this invocation's."""
     spec = specs[0]
     hp = spec.hparams
     lines = [
         f"### {suite_name}: {names[0]} against {' and '.join(names[1:])}", "",
         "```", command, "```", "",
+        *([runs] if runs else []),
         f"Run {started} UTC; load average (1 min) {load[0]} at the start, {load[1]} at the end, each run using "
         f"{spec.threads} thread(s): a load well above that means other jobs shared the machine and speeds are "
         "noisy (alternating the libraries makes the ratio fairer, not exact).",
-        f"Machine: {machine_description()}. Threads: {spec.threads} intra-op and {spec.threads} inter-op "
+        f"Machine{' (this run)' if runs else ''}: {machine_description()}. Threads: {spec.threads} intra-op and {spec.threads} inter-op "
         "for each (TF `--intra_op_threads/--inter_op_threads`, `torch.set_num_threads/set_num_interop_threads`"
         + ("; SBX: the process pinned to as many CPUs, and XLA's CPU client on one thread when that is 1"
            if "SBX" in names else "") + ").",
@@ -616,28 +623,68 @@ class Outputs:
     results: pathlib.Path | None = None  # JSON-lines file the run records are appended to
 
 
+def recorded_runs(results_path: pathlib.Path | None, specs: Sequence[RunSpec], names: Sequence[str]
+                  ) -> dict[int, list[dict]]:
+    """Seed -> the recorded runs, one per library of `names`, of the latest earlier comparison that ran that seed
+    with these specs' settings (suite, threads, resolved hyperparameters; never --quick). A seed some library
+    lacks is not in the result: it runs again for every library, so that each seed's runs stay side by side."""
+    if results_path is None or not results_path.exists():
+        return {}
+    spec = specs[0]
+    hparams = json.loads(json.dumps(spec.hparams))
+    matching = [r for line in results_path.read_text().splitlines() if line.strip()
+                for r in [json.loads(line)]
+                if r["suite"] == spec.suite and not r.get("quick") and r["threads"] == spec.threads
+                and r.get("hparams") == hparams and r["library"] in names]
+    found = {}
+    for seed in {s.seed for s in specs}:
+        groups = {}
+        for r in matching:
+            if r["seed"] == seed:
+                groups.setdefault(r["started"], {})[r["library"]] = r
+        complete = [started for started, runs in groups.items() if set(runs) == set(names)]
+        if complete:
+            runs = groups[max(complete)]
+            found[seed] = [runs[name] for name in names]
+    return found
+
+
+def provenance(records: Sequence[dict], reused_seeds: set[int]) -> str:
+    """Which comparison each seed's runs come from, and on which CPU: for a table that reuses recorded runs."""
+    groups = {}
+    for r in records:
+        key = (r["seed"] in reused_seeds, r["started"], r.get("cpu", "CPU not recorded"))
+        groups.setdefault(key, set()).add(r["seed"])
+    parts = [f"seeds {', '.join(map(str, sorted(seeds)))} ran {when} UTC on {cpu}"
+             + (" (recorded, reused)" if was_reused else " (this run)")
+             for (was_reused, when, cpu), seeds in sorted(groups.items(), key=lambda item: min(item[1]))]
+    return "Runs: " + "; ".join(parts) + ". Each seed's libraries ran side by side, alternated."
+
+
 def compare(suite_name: str, seeds: Sequence[int], threads: int, quick: bool, pair: Sequence[Runner] = DEFAULT_PAIR,
             outputs: Outputs = Outputs(), command: str = "", measure_in_graph_floor: bool = True,
             hp: Mapping[str, str] = MappingProxyType({}), target_return: float | None = None,
-            ) -> tuple[list[dict], str]:
+            reuse: bool = False) -> tuple[list[dict], str]:
     """Runs the suite for every runner (A B A B, or A B C A B C), then the floor; returns (records, markdown
-    section)."""
+    section). With `reuse`, seeds whose runs outputs.results already holds (recorded_runs) are not run again."""
     docs_path, plot_path, results_path = outputs.docs, outputs.plot, outputs.results
     specs = run_specs(suite_name, seeds, threads, quick, hp)
     names = tuple(runner.name for runner in pair)
+    reused = recorded_runs(results_path, specs, names) if reuse and not quick else {}
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
     load_start = f"{os.getloadavg()[0]:.2f}"
-    records = []
+    records = [r for spec in specs for r in reused.get(spec.seed, [])]
     with tempfile.TemporaryDirectory(prefix="tfrl-compare-") as tmp:
         base = pathlib.Path(tmp)
-        for order, (runner, spec) in enumerate(run_order(specs, pair)):
-            record = run_once(runner, spec, order, base)
+        to_run = [spec for spec in specs if spec.seed not in reused]
+        for order, (runner, spec) in enumerate(run_order(to_run, pair)):
+            record = {**run_once(runner, spec, order, base), "started": started, "quick": quick}
             records.append(record)
             print(json.dumps({k: v for k, v in record.items() if k != "curve"}), flush=True)
             if results_path is not None:
                 results_path.parent.mkdir(parents=True, exist_ok=True)
                 with open(results_path, "a") as f:
-                    f.write(json.dumps({**record, "started": started, "quick": quick}) + "\n")
+                    f.write(json.dumps(record) + "\n")
         floor = floor_in_child(specs[0], quick, base) if measure_in_graph_floor else None
     load_end = f"{os.getloadavg()[0]:.2f}"
     if plot_path is not None:
@@ -646,8 +693,9 @@ def compare(suite_name: str, seeds: Sequence[int], threads: int, quick: bool, pa
     plot_name = None
     if plot_path is not None:
         plot_name = os.path.relpath(plot_path, docs_path.parent) if docs_path is not None else plot_path.name
+    records.sort(key=lambda r: (r["seed"], names.index(r["library"])))
     section = markdown_section(suite_name, specs, records, floor, names, command, started, (load_start, load_end),
-                               plot_name, target_return)
+                               plot_name, target_return, provenance(records, set(reused)) if reused else None)
     if docs_path is not None:
         write_section(docs_path, suite_name, section)
     return records, section
@@ -672,6 +720,9 @@ def define_flags() -> None:
     flags.DEFINE_string("plot", None, "PNG of the learning curves (default docs/images/compare-SUITE.png).")
     flags.DEFINE_string("results", None, "JSON-lines file the run records are appended to "
                         "(default benchmarks/results/compare-SUITE.jsonl).")
+    flags.DEFINE_bool("reuse", False, "Do not rerun a seed whose runs, every library's, are in --results with the "
+                      "same settings (suite, threads, resolved hyperparameters); the table covers every seed of "
+                      "--seeds and says which comparison each came from. For runs too long for one sitting.")
     flags.DEFINE_string("measure_floor", None, "Internal: measure the floor for this spec file and print JSON.")
     flags.DEFINE_integer("floor_calls", 200, "Internal: timed train calls per repeat of the floor.")
     flags.DEFINE_integer("floor_repeats", 3, "Internal: repeats of the floor timing (median).")
@@ -734,7 +785,7 @@ def main(argv):
     command = " ".join(["python", "benchmarks/compare.py", *sys.argv[1:]])
     _, section = compare(FLAGS.suite, seeds, FLAGS.threads, FLAGS.quick, libraries, Outputs(docs, plot, results),
                          command, hp=hp, target_return=FLAGS.target_return,
-                         measure_in_graph_floor=SUITES[FLAGS.suite].floor)
+                         measure_in_graph_floor=SUITES[FLAGS.suite].floor, reuse=FLAGS.reuse)
     print(section)
     if docs is not None:
         print(f"written: {docs}" + (f", {plot}" if plot else ""))

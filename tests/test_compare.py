@@ -460,3 +460,39 @@ def test_sbx_arguments_are_sb3s_translation_adapted_where_sbx_differs(monkeypatc
     assert td3 == sb3_runner.td3_kwargs(td3_hp, 8) and td3["action_noise"] == ("normal", [0.0] * 8, [0.1] * 8)
     with pytest.raises(UsageError, match="not a2c"):
         sb3_runner.sbx_kwargs("a2c", compare.run_specs("a2c-cartpole", [0], 1, False)[0].hparams)
+
+
+# --- --reuse: a comparison grown over several sittings ---------------------------------------------------------
+
+def test_reuse_runs_only_the_seeds_not_recorded_with_the_same_settings(tmp_path):
+    order_log, results = tmp_path / "order.log", tmp_path / "runs.jsonl"
+    pair = (make_test_double("a", order_log), make_test_double("b", order_log))
+    hp = {"total_env_steps": "5000", "log_interval": "500"}
+    outputs = compare.Outputs(results=results)
+    compare.compare("sac-pendulum", [0, 1], 1, False, pair, outputs, measure_in_graph_floor=False, hp=hp)
+    # Seed 1 lost b's run (an interrupted sitting): it must run again for both, side by side.
+    lines = results.read_text().splitlines()
+    results.write_text("\n".join(lines[:3]) + "\n")
+    # Runs that differ in one setting are never reused: other hyperparameters, threads, --quick.
+    other = {**hp, "total_env_steps": "6000"}
+    compare.compare("sac-pendulum", [2], 1, False, pair, outputs, measure_in_graph_floor=False, hp=other)
+    compare.compare("sac-pendulum", [2], 2, False, pair, outputs, measure_in_graph_floor=False, hp=hp)
+    compare.compare("sac-pendulum", [3], 1, True, pair, outputs, measure_in_graph_floor=False)
+    order_log.write_text("")
+
+    records, section = compare.compare("sac-pendulum", [0, 1, 2, 3], 1, False, pair, outputs,
+                                       measure_in_graph_floor=False, hp=hp, reuse=True)
+    assert order_log.read_text().split("\n")[:-1] == ["a 1", "b 1", "a 2", "b 2", "a 3", "b 3"]
+    assert [(r["library"], r["seed"]) for r in records] == [
+        ("a", 0), ("b", 0), ("a", 1), ("b", 1), ("a", 2), ("b", 2), ("a", 3), ("b", 3)]
+    assert records[0] == json.loads(lines[0]) and records[0]["hparams"]["total_env_steps"] == 5000
+    assert records[0]["cpu"] == compare.cpu_model()
+    cpu, stamp = re.escape(compare.cpu_model()), r"\d{4}-\d\d-\d\d \d\d:\d\d UTC"
+    assert re.search(rf"^Runs: seeds 0 ran {stamp} on {cpu} \(recorded, reused\); seeds 1, 2, 3 ran {stamp} on "
+                     rf"{cpu} \(this run\)\. Each seed's libraries ran side by side, alternated\.$", section, re.M)
+    assert "seeds 0, 1, 2, 3;" in section  # the settings line names every seed of the table
+    # Now every seed is recorded: nothing runs, and the table is the same.
+    order_log.write_text("")
+    again, _ = compare.compare("sac-pendulum", [0, 1, 2, 3], 1, False, pair, outputs,
+                               measure_in_graph_floor=False, hp=hp, reuse=True)
+    assert order_log.read_text() == "" and again == json.loads(json.dumps(records))
