@@ -106,3 +106,61 @@ def test_ppo_learns_cartpole_on_envpool_and_is_scored_on_gymnasium(tmp_path):
                      hp={"total_env_steps": 50_000, "eval_interval": 0})
     assert run.complete and run.result["return_mean"] >= 400, run.result  # a random policy scores about 22
     assert tfrl.load_policy(run.run_dir).metadata is None  # a run dir's policy: evaluated on gymnasium's env
+
+
+# --- MuJoCo (gymnasium's v5 ids, which EnvPool implements in C++ too) ---------------------------------------------
+
+def test_mujoco_halfcheetah_on_envpool_has_gymnasiums_reward():
+    # HalfCheetah-v5's reward as gymnasium defines it, by hand from the x positions before and after a step:
+    # (x_after - x_before) / dt - 0.1 * |a|^2, dt = 5 frames of 0.01 s.
+    import envpool  # noqa: PLC0415 - the envpool extra, which the test extra installs
+
+    pool = envpool.make_gymnasium("HalfCheetah-v5", num_envs=2, seed=0)
+    try:
+        pool.reset()
+        rng = np.random.default_rng(0)
+        # EnvPool's reset reports x_position 0 whatever the initial noise: start from the first step's position.
+        x_before = pool.step(rng.uniform(-1, 1, (2, 6)).astype(np.float32))[4]["x_position"]
+        for _ in range(5):
+            actions = rng.uniform(-1, 1, (2, 6)).astype(np.float32)
+            _, reward, _, _, info = pool.step(actions)
+            np.testing.assert_allclose(reward, (info["x_position"] - x_before) / 0.05 - 0.1 * (actions ** 2).sum(-1),
+                                       rtol=1e-4, atol=1e-5)
+            x_before = info["x_position"]
+    finally:
+        pool.close()
+
+
+def test_mujoco_on_envpool_ends_episodes_as_gymnasium():
+    # HalfCheetah-v5 never terminates and is truncated at 1000 steps (SAC and TD3 keep the bootstrap there);
+    # Hopper-v5 terminates when it falls: its height below 0.7 or its torso tilted more than 0.2 rad.
+    cheetah = envs.make_vector_env("HalfCheetah-v5", 2, seed=0, vector_mode="envpool", training=True)
+    try:
+        assert cheetah.first_obs.shape == (2, 17) and cheetah.first_obs.dtype == np.float32
+        for t in range(1, 1001):
+            _, _, terminated, truncated, infos = cheetah.step(np.zeros((2, 6), np.float32))
+            assert not terminated.any() and truncated.all() == (t == 1000) and truncated.any() == (t == 1000)
+        assert envs.finished_episodes(terminated | truncated, infos) == [(pytest.approx(r), 1000) for r in
+                                                                         infos["final_info"]["episode"]["r"]]
+    finally:
+        cheetah.close()
+    hopper = envs.make_vector_env("Hopper-v5", 2, seed=0, vector_mode="envpool", training=True)
+    try:
+        rng = np.random.default_rng(0)
+        for t in range(1, 1001):
+            _, _, terminated, truncated, infos = hopper.step(rng.uniform(-1, 1, (2, 3)).astype(np.float32))
+            if terminated.any():
+                break
+        assert t < 1000 and not truncated.any()
+        final = infos["final_obs"][terminated]
+        assert ((final[:, 0] < 0.7) | (np.abs(final[:, 1]) > 0.2)).all(), final[:, :2]
+    finally:
+        hopper.close()
+
+
+def test_td3_trains_on_envpool_mujoco_and_is_scored_on_gymnasium(tmp_path):
+    run = tfrl.train("td3", "HalfCheetah-v5", run_dir=tmp_path / "run", seed=0, vector_mode="envpool",
+                     hp={"total_env_steps": 1200, "learning_starts": 1000, "replay_capacity": 2000,
+                         "hidden_sizes": [32, 32], "eval_interval": 0, "final_eval_episodes": 1})
+    assert run.complete and run.result["episodes"] == 1 and np.isfinite(run.result["return_mean"]), run.result
+    assert tfrl.load_policy(run.run_dir).metadata is None  # a run dir's policy: evaluated on gymnasium's env
