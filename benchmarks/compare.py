@@ -551,10 +551,15 @@ def markdown_section(suite_name: str, specs: Sequence[RunSpec], records: Sequenc
         f"### {suite_name}: {names[0]} against {' and '.join(names[1:])}", "",
         "```", command, "```", "",
         *([runs] if runs else []),
-        f"Run {started} UTC; load average (1 min) {load[0]} at the start, {load[1]} at the end, each run using "
-        f"{spec.threads} thread(s): a load well above that means other jobs shared the machine and speeds are "
-        "noisy (alternating the libraries makes the ratio fairer, not exact).",
-        f"Machine{' (this run)' if runs else ''}: {machine_description()}. Threads: {spec.threads} intra-op and {spec.threads} inter-op "
+        (f"Run {started} UTC; load average (1 min) {load[0]} at the start, {load[1]} at the end, each run using "
+         f"{spec.threads} thread(s): a load well above that means other jobs shared the machine and speeds are "
+         "noisy (alternating the libraries makes the ratio fairer, not exact)."
+         if not runs or "(this run)" in runs else
+         f"Nothing ran again: this invocation ({started} UTC) wrote the table"
+         f"{' and measured the in-graph floor' if floor else ''}; load average (1 min) {load[0]} at its start, "
+         f"{load[1]} at its end."),
+        f"Machine{' (this invocation)' if runs else ''}: {machine_description()}. "
+        f"Threads: {spec.threads} intra-op and {spec.threads} inter-op "
         "for each (TF `--intra_op_threads/--inter_op_threads`, `torch.set_num_threads/set_num_interop_threads`"
         + ("; SBX: the process pinned to as many CPUs, and XLA's CPU client on one thread when that is 1"
            if "SBX" in names else "") + ").",
