@@ -5,9 +5,9 @@ return, normalized per env, is above each threshold tau, averaged over the suite
     python benchmarks/profiles.py --libs=tfrl,SB3       # more suites: those SB3 ran beside tfrl
     python benchmarks/profiles.py --docs=              # print the section, write nothing
 
-Reads benchmarks/results/compare-*.jsonl. A suite counts when one compare.py run (one `started` stamp, not
---quick) holds at least --min_seeds seeds for every library, the same seeds for each; the newest such run is
-used. Normalized score = (return - random) / (reference - random): `random` is the mean greedy-protocol return of
+Reads benchmarks/results/compare-*.jsonl. A suite counts when its runs of one setting (not --quick; several
+compare.py runs of the same settings join, as compare.py --reuse joins them) hold at least --min_seeds seeds on
+which every library ran side by side; the newest such table is used. Normalized score = (return - random) / (reference - random): `random` is the mean greedy-protocol return of
 uniformly random actions on the evaluation's 100 episodes (env seed 20000, as compare.py's final evaluation),
 measured here; `reference` is REFERENCE_RETURNS' value for the env. The interval at each tau is the stratified
 bootstrap's (runs resampled within each suite). Writes the table between its markers in docs/benchmarks.md
@@ -49,18 +49,34 @@ EVAL_SEED = 20_000  # compare.py's runs evaluate with seed + 20000; seed 0's epi
 FLAGS = flags.FLAGS
 
 
+def _settings(record: dict) -> str:
+    """What makes runs one table: the suite, threads and resolved hyperparameters where the record holds them (as
+    compare.py --reuse matches runs), else the compare.py run itself (its started stamp)."""
+    if "hparams" in record:
+        return json.dumps([record["suite"], record["threads"], record["hparams"]], sort_keys=True)
+    return json.dumps(["run", record["started"]])
+
+
 def newest_complete_run(records: Sequence[dict], libs: Sequence[str], min_seeds: int) -> list[dict] | None:
-    """The records of the newest compare.py run that holds >= min_seeds seeds for every library in `libs`, each
-    library on the same seeds; None when no run does."""
-    by_start = collections.defaultdict(list)
+    """The records of the newest side-by-side table with >= min_seeds seeds: runs of the same settings (_settings),
+    per seed the newest compare.py run (started stamp) holding every library in `libs`, so that each library has
+    the same seeds; None when no settings have that many. Records keep their order."""
+    groups = collections.defaultdict(list)
     for record in records:
-        if not record.get("quick") and record.get("started"):
-            by_start[record["started"]].append(record)
-    for started in sorted(by_start, reverse=True):
-        runs = [r for r in by_start[started] if r["library"] in libs]
-        seeds = [{r["seed"] for r in runs if r["library"] == lib} for lib in libs]
-        if len(seeds[0]) >= min_seeds and all(s == seeds[0] for s in seeds):
-            return runs
+        if not record.get("quick") and record.get("started") and record["library"] in libs:
+            groups[_settings(record)].append(record)
+    for runs in sorted(groups.values(), key=lambda runs: max(r["started"] for r in runs), reverse=True):
+        chosen = set()
+        for seed in {r["seed"] for r in runs}:
+            by_start = collections.defaultdict(dict)
+            for r in runs:
+                if r["seed"] == seed:
+                    by_start[r["started"]][r["library"]] = r
+            complete = [started for started, found in by_start.items() if set(found) == set(libs)]
+            if complete:
+                chosen.update(id(r) for r in by_start[max(complete)].values())
+        if len(chosen) >= min_seeds * len(libs):
+            return [r for r in runs if id(r) in chosen]
     return None
 
 
@@ -114,7 +130,8 @@ def collect(results_dir: pathlib.Path, libs: Sequence[str], min_seeds: int) -> l
         if env_id not in REFERENCE_RETURNS:
             raise UsageError(f"{path.name}: no reference return for {env_id}; add it to REFERENCE_RETURNS")
         random = random_return(env_id)
-        suites.append({"suite": runs[0]["suite"], "env_id": env_id, "started": runs[0]["started"],
+        suites.append({"suite": runs[0]["suite"], "env_id": env_id,
+                       "started": ", ".join(sorted({r["started"] for r in runs})),
                        "seeds": sorted({r["seed"] for r in runs}), "random": random,
                        "reference": REFERENCE_RETURNS[env_id],
                        "scores": normalized_scores(runs, libs, random, REFERENCE_RETURNS[env_id])})

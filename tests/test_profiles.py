@@ -76,3 +76,17 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, message):
     assert result.returncode != 0
     assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
     assert not (tmp_path / "docs").exists()
+
+
+def test_runs_of_the_same_settings_join_across_compare_runs_as_reuse_joins_them():
+    def run(lib, seed, started, ret, total=50000):
+        return {**record(lib, seed, started, ret), "threads": 1, "hparams": {"total_env_steps": total}}
+
+    first = [run(lib, seed, "2026-12-05 20:08", 1.0) for lib in ("tfrl", "SB3") for seed in (0, 1, 2)]
+    later = [run(lib, seed, "2026-12-05 22:01", 2.0) for lib in ("tfrl", "SB3") for seed in (3, 4)]
+    rerun = [run("tfrl", 1, "2026-12-05 23:00", 3.0)]  # tfrl alone: seed 1 keeps its side-by-side pair
+    other = [run(lib, seed, "2026-12-06 09:00", 9.0, total=300000) for lib in ("tfrl", "SB3") for seed in (0, 1)]
+    records = first + later + rerun + other
+    assert profiles.newest_complete_run(records, ["tfrl", "SB3"], 5) == first + later
+    # With 2 seeds enough, the newest settings (300k, seeds 0-1) count instead.
+    assert profiles.newest_complete_run(records, ["tfrl", "SB3"], 2) == other
