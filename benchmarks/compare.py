@@ -628,6 +628,22 @@ class Outputs:
     results: pathlib.Path | None = None  # JSON-lines file the run records are appended to
 
 
+def read_results_file(path: pathlib.Path) -> list[dict]:
+    """The run records of a results file; UsageError naming the first line that is not one."""
+    records = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict) or not {"suite", "library", "seed", "threads", "started"} <= set(record):
+                raise ValueError("suite, library, seed, threads and started are needed")
+        except ValueError as e:
+            raise UsageError(f"{path}:{number}: not a compare.py run record ({e})") from None
+        records.append(record)
+    return records
+
+
 def recorded_runs(results_path: pathlib.Path | None, specs: Sequence[RunSpec], names: Sequence[str]
                   ) -> dict[int, list[dict]]:
     """Seed -> the recorded runs, one per library of `names`, of the latest earlier comparison that ran that seed
@@ -637,8 +653,7 @@ def recorded_runs(results_path: pathlib.Path | None, specs: Sequence[RunSpec], n
         return {}
     spec = specs[0]
     hparams = json.loads(json.dumps(spec.hparams))
-    matching = [r for line in results_path.read_text().splitlines() if line.strip()
-                for r in [json.loads(line)]
+    matching = [r for r in read_results_file(results_path)
                 if r["suite"] == spec.suite and not r.get("quick") and r["threads"] == spec.threads
                 and r.get("hparams") == hparams and r["library"] in names]
     found = {}
@@ -779,6 +794,8 @@ def main(argv):
         seeds = [int(s) for s in (FLAGS.seeds or (["0"] if FLAGS.quick else ["0", "1", "2"]))]
     except ValueError:
         raise UsageError(f"--seeds: expected integers, got {','.join(FLAGS.seeds)}") from None
+    if FLAGS.reuse and FLAGS.quick:
+        raise UsageError("--reuse joins full runs only; --quick runs are never reused")
     hp = config_lib.parse_cli_overrides(FLAGS.hp)
     run_specs(FLAGS.suite, seeds, FLAGS.threads, FLAGS.quick, hp)  # bad suite, preset or --hp: fail before any run
     libraries = runners(FLAGS.libs)

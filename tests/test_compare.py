@@ -497,3 +497,14 @@ def test_reuse_runs_only_the_seeds_not_recorded_with_the_same_settings(tmp_path)
                                measure_in_graph_floor=False, hp=hp, reuse=True)
     assert order_log.read_text() == "" and again == json.loads(json.dumps(records))
     assert "(this run)" not in section_again and "Nothing ran again: this invocation (" in section_again
+
+
+def test_reuse_refuses_a_results_file_that_is_not_run_records_and_quick_runs(tmp_path):
+    results = tmp_path / "runs.jsonl"
+    results.write_text('{"suite": "sac-pendulum", "library": "a", "seed": 0, "threads": 1, "started": "x"}\nnot json\n')
+    specs = compare.run_specs("sac-pendulum", [0], 1, False)
+    with pytest.raises(UsageError, match=r"runs\.jsonl:2: not a compare\.py run record"):
+        compare.recorded_runs(results, specs, ("a", "b"))
+    completed = _run_compare_cli(["--suite=sac-pendulum", "--quick", "--reuse", f"--docs={tmp_path / 'b.md'}"])
+    assert completed.returncode == 2 and "--reuse joins full runs only" in completed.stderr, completed.stderr
+    assert "Traceback" not in completed.stderr and not (tmp_path / "b.md").exists()
