@@ -154,7 +154,7 @@ def image_name(libs: Sequence[str]) -> str:
 def markdown(suites: Sequence[dict], libs: Sequence[str], curves: dict, command: str) -> str:
     """The section: the command, the suites counted, and the profile at TABLE_THRESHOLDS."""
     lines = [f"### Performance profiles across the suites: {', '.join(libs)}", "", f"```\n{command}\n```", "",
-             f"Each suite's newest side-by-side run with {len(libs)} libraries on the same seeds (the suite blocks "
+             f"Each suite's newest side-by-side runs of one setting (joined over sittings as compare.py --reuse joins them), {len(libs)} libraries on the same seeds (the suite blocks "
              "below give the machine and settings of each). Normalized score = (final greedy return - random) / "
              "(reference - random); a point of the profile is the fraction of runs above tau, each suite weighing "
              "the same; in brackets the 95 % stratified bootstrap interval.", "",
