@@ -542,9 +542,10 @@ def machine_description() -> str:
 
 def markdown_section(suite_name: str, specs: Sequence[RunSpec], records: Sequence[dict], floor: dict | None,
                      names: Sequence[str], command: str, started: str, load: tuple[str, str],
-                     plot_name: str | None, target_return: float | None = None, runs: str | None = None) -> str:
+                     plot_name: str | None, target_return: float | None = None, runs: str | None = None,
+                     nothing_ran: bool = False) -> str:
     """`runs`: where the runs come from when some were reused (provenance); the load and machine lines are then
-    this invocation's."""
+    this invocation's. `nothing_ran`: every seed was reused, so this invocation trained nothing."""
     spec = specs[0]
     hp = spec.hparams
     lines = [
@@ -554,7 +555,7 @@ def markdown_section(suite_name: str, specs: Sequence[RunSpec], records: Sequenc
         (f"Run {started} UTC; load average (1 min) {load[0]} at the start, {load[1]} at the end, each run using "
          f"{spec.threads} thread(s): a load well above that means other jobs shared the machine and speeds are "
          "noisy (alternating the libraries makes the ratio fairer, not exact)."
-         if not runs or "(this run)" in runs else
+         if not nothing_ran else
          f"Nothing ran again: this invocation ({started} UTC) wrote the table"
          f"{' and measured the in-graph floor' if floor else ''}; load average (1 min) {load[0]} at its start, "
          f"{load[1]} at its end."),
@@ -656,16 +657,22 @@ def recorded_runs(results_path: pathlib.Path | None, specs: Sequence[RunSpec], n
     matching = [r for r in read_results_file(results_path)
                 if r["suite"] == spec.suite and not r.get("quick") and r["threads"] == spec.threads
                 and r.get("hparams") == hparams and r["library"] in names]
+    seeds = {s.seed for s in specs}
+    return {seed: runs for seed, runs in newest_side_by_side(matching, names).items() if seed in seeds}
+
+
+def newest_side_by_side(records: Sequence[dict], names: Sequence[str]) -> dict[int, list[dict]]:
+    """Seed -> one record per library of `names` (in that order), from the newest compare.py run (started stamp)
+    that ran the seed for every one of them; seeds no run completed are left out."""
+    by_seed = {}
+    for r in records:
+        if r["library"] in names:
+            by_seed.setdefault(r["seed"], {}).setdefault(r["started"], {})[r["library"]] = r
     found = {}
-    for seed in {s.seed for s in specs}:
-        groups = {}
-        for r in matching:
-            if r["seed"] == seed:
-                groups.setdefault(r["started"], {})[r["library"]] = r
-        complete = [started for started, runs in groups.items() if set(runs) == set(names)]
+    for seed, runs_by_start in by_seed.items():
+        complete = [started for started, runs in runs_by_start.items() if set(runs) == set(names)]
         if complete:
-            runs = groups[max(complete)]
-            found[seed] = [runs[name] for name in names]
+            found[seed] = [runs_by_start[max(complete)][name] for name in names]
     return found
 
 
@@ -715,7 +722,8 @@ def compare(suite_name: str, seeds: Sequence[int], threads: int, quick: bool, pa
         plot_name = os.path.relpath(plot_path, docs_path.parent) if docs_path is not None else plot_path.name
     records.sort(key=lambda r: (r["seed"], names.index(r["library"])))
     section = markdown_section(suite_name, specs, records, floor, names, command, started, (load_start, load_end),
-                               plot_name, target_return, provenance(records, set(reused)) if reused else None)
+                               plot_name, target_return, provenance(records, set(reused)) if reused else None,
+                               nothing_ran=not to_run)
     if docs_path is not None:
         write_section(docs_path, suite_name, section)
     return records, section

@@ -7,9 +7,9 @@ return, normalized per env, is above each threshold tau, averaged over the suite
 
 Reads benchmarks/results/compare-*.jsonl. A suite counts when its runs of one setting (not --quick; several
 compare.py runs of the same settings join, as compare.py --reuse joins them) hold at least --min_seeds seeds on
-which every library ran side by side; the newest such table is used. Normalized score = (return - random) / (reference - random): `random` is the mean greedy-protocol return of
-uniformly random actions on the evaluation's 100 episodes (env seed 20000, as compare.py's final evaluation),
-measured here; `reference` is REFERENCE_RETURNS' value for the env. The interval at each tau is the stratified
+which every library ran side by side; the newest such table is used. Normalized score = (return - random) /
+(reference - random): `random` is the mean greedy-protocol return of uniformly random actions on the
+evaluation's 100 episodes (env seed 20000, as compare.py's final evaluation), measured here; `reference` is REFERENCE_RETURNS' value for the env. The interval at each tau is the stratified
 bootstrap's (runs resampled within each suite). Writes the table between its markers in docs/benchmarks.md
 (one section per set of libraries) and the figure to docs/images/performance-profiles-LIBS.png.
 """
@@ -66,15 +66,7 @@ def newest_complete_run(records: Sequence[dict], libs: Sequence[str], min_seeds:
         if not record.get("quick") and record.get("started") and record["library"] in libs:
             groups[_settings(record)].append(record)
     for runs in sorted(groups.values(), key=lambda runs: max(r["started"] for r in runs), reverse=True):
-        chosen = set()
-        for seed in {r["seed"] for r in runs}:
-            by_start = collections.defaultdict(dict)
-            for r in runs:
-                if r["seed"] == seed:
-                    by_start[r["started"]][r["library"]] = r
-            complete = [started for started, found in by_start.items() if set(found) == set(libs)]
-            if complete:
-                chosen.update(id(r) for r in by_start[max(complete)].values())
+        chosen = {id(r) for seed_runs in compare.newest_side_by_side(runs, libs).values() for r in seed_runs}
         if len(chosen) >= min_seeds * len(libs):
             return [r for r in runs if id(r) in chosen]
     return None
