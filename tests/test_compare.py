@@ -494,7 +494,7 @@ def test_reuse_runs_only_the_seeds_not_recorded_with_the_same_settings(tmp_path)
     # Now every seed is recorded: nothing runs, and the table is the same.
     order_log.write_text("")
     again, section_again = compare.compare("sac-pendulum", [0, 1, 2, 3], 1, False, pair, outputs,
-                               measure_in_graph_floor=False, hp=hp, reuse=True)
+                                           measure_in_graph_floor=False, hp=hp, reuse=True)
     assert order_log.read_text() == "" and again == json.loads(json.dumps(records))
     assert "(this run)" not in section_again and "Nothing ran again: this invocation (" in section_again
 
