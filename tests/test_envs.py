@@ -4,7 +4,6 @@ import importlib
 import logging
 import re
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -186,3 +185,37 @@ def test_ids_of_a_missing_plugin_name_what_to_install(monkeypatch, env_id, packa
     with pytest.raises(envs.EnvIdError, match=re.escape(f"{env_id} is registered by the {package} package, which is "
                                                         f"not installed: {install}")):
         envs.resolve_env_id(env_id)
+
+
+@pytest.fixture
+def mujoco_default_warnings(monkeypatch):
+    """MuJoCo with its default warning handler and tfrl's once-per-message memory emptied; both put back after."""
+    mujoco = pytest.importorskip("mujoco")
+    monkeypatch.setattr(envs, "_mujoco_messages", set())
+    before = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(None)
+    yield mujoco
+    mujoco.set_mju_user_warning(before)
+
+
+def test_mujoco_warnings_are_logged_once_and_no_log_file_is_written(mujoco_default_warnings, tmp_path,
+                                                                     monkeypatch, caplog):
+    # gymnasium's HalfCheetah-v5 model sets the deprecated 'settotalmass': MuJoCo's default handler prints it and
+    # appends it to MUJOCO_LOG.TXT in the working directory, once per env made.
+    monkeypatch.chdir(tmp_path)
+    spec = envs.as_spec("HalfCheetah-v5")
+    with caplog.at_level(logging.WARNING, logger="absl"):
+        for _ in range(2):
+            spec.make().close()
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("MuJoCo: ")]
+    assert len(logged) == 1 and "settotalmass" in logged[0], logged
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_mujoco_warning_handler_the_user_set_stays(mujoco_default_warnings, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    mujoco_default_warnings.set_mju_user_warning(seen.append)
+    envs.as_spec("HalfCheetah-v5").make().close()
+    assert len(seen) == 1 and "settotalmass" in seen[0]
+    assert mujoco_default_warnings.get_mju_user_warning() == seen.append

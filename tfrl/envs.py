@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import importlib
 import re
+import sys
 import threading
 from typing import Any, Callable, Mapping
 
@@ -45,6 +46,7 @@ _PLUGINS = (
 )
 _warned_aliases: set[str] = set()
 _warn_lock = threading.Lock()
+_mujoco_messages: set[str] = set()
 
 VECTOR_MODES = ("sync", "async", "envpool")
 
@@ -118,6 +120,7 @@ class EnvSpec:
         (tfrl.atari_preprocessing); `training` adds its training-only parts (life loss, reward clipping)."""
         if self.atari:
             return atari_preprocessing.make(self.id, training, options, self.kwargs)
+        _log_mujoco_warnings(self.id)
         if self.id is not None:
             env = gym.make(self.id, disable_env_checker=True, **options, **self.kwargs)
         else:
@@ -125,6 +128,37 @@ class EnvSpec:
             if not isinstance(env, gym.Env):
                 raise EnvIdError(f"the env factory {self.name} returned {type(env).__name__}, not a gymnasium.Env")
         return gym.wrappers.RecordEpisodeStatistics(adapted(env, self.name))
+
+
+def _log_mujoco_warnings(env_id: str | None) -> None:
+    """Before a MuJoCo env is made (a gymnasium id whose entry point is MuJoCo's, or any env once mujoco is
+    imported): MuJoCo's warnings (such as a deprecated attribute in gymnasium's model files) logged once per
+    message, instead of MuJoCo's default, which prints each one and appends it to MUJOCO_LOG.TXT in the working
+    directory. A handler the user set stays."""
+    if "mujoco" not in sys.modules:
+        if env_id is None:
+            return
+        try:
+            entry_point = gym.spec(env_id).entry_point
+        except gym.error.Error:
+            return
+        if not (isinstance(entry_point, str) and "mujoco" in entry_point):
+            return
+        try:
+            importlib.import_module("mujoco")
+        except ImportError:  # gym.make says what to install
+            return
+    mujoco = sys.modules["mujoco"]
+    if mujoco.get_mju_user_warning() is None:
+        mujoco.set_mju_user_warning(_log_mujoco_warning)
+
+
+def _log_mujoco_warning(message: str) -> None:
+    with _warn_lock:
+        if message in _mujoco_messages:
+            return
+        _mujoco_messages.add(message)
+    logging.warning("MuJoCo: %s", message)
 
 
 def as_spec(env: EnvSpec | str | Callable[..., gym.Env], kwargs: Mapping[str, Any] | None = None) -> EnvSpec:
