@@ -51,6 +51,7 @@ import datetime
 import importlib.metadata
 import importlib.util
 import json
+import math
 import os
 import pathlib
 import platform
@@ -629,17 +630,24 @@ class Outputs:
     results: pathlib.Path | None = None  # JSON-lines file the run records are appended to
 
 
+# What a results line holds at least (compare.py writes it; profiles.py reads the same files).
+RECORD_FIELDS = ("suite", "library", "seed", "threads", "started", "env_id", "return_mean")
+
+
 def read_results_file(path: pathlib.Path) -> list[dict]:
-    """The run records of a results file; UsageError naming the first line that is not one."""
+    """The run records of a results file; UsageError naming the first line that is not one (a field of
+    RECORD_FIELDS missing, or a return that is not a finite number)."""
     records = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
-            if not isinstance(record, dict) or not {"suite", "library", "seed", "threads", "started"} <= set(record):
-                raise ValueError("suite, library, seed, threads and started are needed")
-        except ValueError as e:
+            if not isinstance(record, dict) or not set(RECORD_FIELDS) <= set(record):
+                raise ValueError(f"{', '.join(RECORD_FIELDS)} are needed")
+            if not math.isfinite(float(record["return_mean"])):
+                raise ValueError(f"return_mean {record['return_mean']} is not finite")
+        except (ValueError, TypeError) as e:
             raise UsageError(f"{path}:{number}: not a compare.py run record ({e})") from None
         records.append(record)
     return records

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import json
-import math
 import pathlib
 import sys
 from typing import Sequence
@@ -95,27 +94,11 @@ def normalized_scores(runs: Sequence[dict], libs: Sequence[str], random: float, 
                   if r["library"] == lib] for lib in libs}
 
 
-def read_results(path: pathlib.Path) -> list[dict]:
-    """A compare-SUITE.jsonl's records; UsageError naming the first line that is not a run's record."""
-    records = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        try:
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            if not math.isfinite(float(record["return_mean"])) or not {"library", "seed", "env_id"} <= set(record):
-                raise ValueError("a finite return_mean, library, seed and env_id are needed")
-            records.append(record)
-        except (ValueError, KeyError, TypeError) as e:
-            raise UsageError(f"{path}:{number}: not a compare.py record ({type(e).__name__}: {e})") from None
-    return records
-
-
 def collect(results_dir: pathlib.Path, libs: Sequence[str], min_seeds: int) -> list[dict]:
     """One entry per counted suite: its name, env, stamp, seeds, random and reference returns, scores by library."""
     suites = []
     for path in sorted(results_dir.glob("compare-*.jsonl")):
-        runs = newest_complete_run(read_results(path), libs, min_seeds)
+        runs = newest_complete_run(compare.read_results_file(path), libs, min_seeds)
         if runs is None:
             continue
         env_id = runs[0]["env_id"]

@@ -501,7 +501,8 @@ def test_reuse_runs_only_the_seeds_not_recorded_with_the_same_settings(tmp_path)
 
 def test_reuse_refuses_a_results_file_that_is_not_run_records_and_quick_runs(tmp_path):
     results = tmp_path / "runs.jsonl"
-    results.write_text('{"suite": "sac-pendulum", "library": "a", "seed": 0, "threads": 1, "started": "x"}\nnot json\n')
+    results.write_text('{"suite": "sac-pendulum", "library": "a", "seed": 0, "threads": 1, "started": "x", '
+                       '"env_id": "Pendulum-v1", "return_mean": -150.0}\nnot json\n')
     specs = compare.run_specs("sac-pendulum", [0], 1, False)
     with pytest.raises(UsageError, match=r"runs\.jsonl:2: not a compare\.py run record"):
         compare.recorded_runs(results, specs, ("a", "b"))

@@ -14,7 +14,7 @@ import profiles  # noqa: E402
 
 def record(library, seed, started, return_mean, quick=False, suite="dqn-cartpole", env_id="CartPole-v1"):
     return {"suite": suite, "library": library, "seed": seed, "env_id": env_id, "return_mean": return_mean,
-            "started": started, "quick": quick}
+            "started": started, "quick": quick, "threads": 1}
 
 
 def test_the_newest_run_with_every_library_on_the_same_seeds_counts():
@@ -60,7 +60,7 @@ def test_the_section_from_results_files(tmp_path):
     (["--libs=tfrl,Torch"], "--libs: two or more of"),
     (["--min_seeds=9"], "no suite has a run with 9+ seeds"),
     (["--min_seeds=0"], "--min_seeds must be >= 1"),
-    (["--results_dir={bad}"], "compare-dqn-cartpole.jsonl:2: not a compare.py record"),
+    (["--results_dir={bad}"], "compare-dqn-cartpole.jsonl:2: not a compare.py run record (return_mean nan is not finite)"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, message):
     rows = [record(lib, seed, "2026-12-05 10:00", 100.0) for lib in ("tfrl", "SB3", "SBX") for seed in (0, 1, 2)]
