@@ -4,6 +4,8 @@
     python benchmarks/precision_xla.py --combos=float32:off,mixed_bfloat16:off --agents=dqn
     python benchmarks/precision_xla.py --agents=dqn_cnn --calls=20 --repeats=3 --warmup_calls=5
     python benchmarks/precision_xla.py --agents=sac --calls=10 --repeats=3 --warmup_calls=3
+    python benchmarks/precision_xla.py --agents=sac_halfcheetah,td3_halfcheetah --threads=1 --calls=5 --repeats=5 \
+        --warmup_calls=3 --combos=float32:off,float32:on,mixed_bfloat16:off
 
 Shapes are LunarLander's (obs 8, 4 actions). DQN: one train call = K=4 gradient steps on batches of 128,
 Q-network [256, 256] (as benchmarks/dqn_train_step.py). A2C: one train call = one update on a rollout of
@@ -11,7 +13,9 @@ Q-network [256, 256] (as benchmarks/dqn_train_step.py). A2C: one train call = on
 shapes (84x84x4 uint8 frames, 4 actions), the Nature CNN and a [512] layer, one train call = one gradient step
 on a batch of 32 (Mnih et al. 2015). sac: LunarLanderContinuous' shapes (obs 8, 2 actions), twin Q-networks
 and an actor of [256, 256], one train call = K=64 gradient steps on batches of 256 (SAC's presets); its "first
-loss" is the critic loss.
+loss" is the critic loss. sac_halfcheetah, td3_halfcheetah: HalfCheetah-v5's shapes (obs 17, 6 actions) and the
+settings of the presets sac-halfcheetah-sb3zoo ([256, 256], batch 256) and td3-halfcheetah-sb3zoo ([400, 300],
+batch 256), K=64 gradient steps per call.
 
 Every learner starts from the same weights (Keras' seed is reset before each is built) and trains first on the
 same batch; the "first loss" column shows what each precision computes from them, against float32's.
@@ -33,7 +37,7 @@ import numpy as np
 from absl import app, flags
 
 import dqn_train_step  # benchmarks/, the script's directory
-from tfrl import runtime as runtime_lib
+from tfrl import config as config_lib, presets, runtime as runtime_lib
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner
 from tfrl.agents.dqn.config import DQNConfig
@@ -41,23 +45,28 @@ from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.agents.sac.config import SACConfig
 from tfrl.agents.sac.learning import SACBatch, SACLearner
+from tfrl.agents.td3.config import TD3Config
+from tfrl.agents.td3.learning import TD3Batch, TD3Learner
 from tfrl.envs import EnvInfo
 
 ALL_COMBOS = [f"{policy}:{xla}" for policy in runtime_lib.PRECISION_POLICIES for xla in ("off", "on")]
 flags.DEFINE_list("combos", ALL_COMBOS, "precision:xla pairs, xla one of on/off.")
-flags.DEFINE_list("agents", ["dqn", "a2c"], "Agents whose train step is timed: dqn, a2c, dqn_cnn, sac.")
+flags.DEFINE_list("agents", ["dqn", "a2c"], "Agents whose train step is timed: dqn, a2c, dqn_cnn, sac, "
+                  "sac_halfcheetah, td3_halfcheetah.")
 flags.DEFINE_integer("calls", 100, "Train calls per timed block.")
 flags.DEFINE_integer("repeats", 5, "Timed blocks per combination; the median is reported.")
 flags.DEFINE_integer("warmup_calls", 20, "Untimed calls per learner first (tracing, XLA compilation).")
 flags.DEFINE_integer("cartpole_seed", None, "Instead of timing: train A2C on CartPole-v1 under each combination "
                      "with tests/test_precision_xla.py's config (30k env steps) and this seed; print the greedy "
                      "return over 20 episodes and the wall time.")
+flags.DEFINE_integer("threads", 0, "TensorFlow's intra-op and inter-op threads (0: TF's default).")
 FLAGS = flags.FLAGS
 
 LUNAR = EnvInfo("LunarLander-v3", (8,), 4)
 ATARI = EnvInfo("ALE/Breakout-v5", (84, 84, 4), 4, obs_dtype="uint8")
 LUNAR_CONTINUOUS = EnvInfo("LunarLanderContinuous-v3", (8,), 0, action_shape=(2,), action_low=(-1.0, -1.0),
                            action_high=(1.0, 1.0))
+HALF_CHEETAH = EnvInfo("HalfCheetah-v5", (17,), 0, action_shape=(6,), action_low=(-1.0,) * 6, action_high=(1.0,) * 6)
 
 
 @dataclasses.dataclass
@@ -114,6 +123,20 @@ def _sac_case(runtime: runtime_lib.Runtime, rng: np.random.Generator) -> callabl
     return lambda: learner.update(batch)
 
 
+def _mujoco_case(agent: str, runtime: runtime_lib.Runtime, rng: np.random.Generator) -> callable:
+    """SAC's or TD3's step with its HalfCheetah -sb3zoo preset's settings on random transitions."""
+    preset = presets.find(agent, HALF_CHEETAH.env_id, f"{agent}-halfcheetah-sb3zoo")
+    config = config_lib.apply_overrides(SACConfig() if agent == "sac" else TD3Config(), preset.hparams, preset.name)
+    transitions = dqn_train_step.random_sac_batch(config.gradient_steps_per_train, config.batch_size, (17,), 6,
+                                                  config.gamma, rng)
+    if agent == "sac":
+        learner, batch = SACLearner(config, HALF_CHEETAH, runtime), SACBatch(transitions)
+    else:
+        del transitions["noise"]  # TD3's actor is deterministic: only the target smoothing's noise comes in
+        learner, batch = TD3Learner(config, HALF_CHEETAH, runtime), TD3Batch(transitions)
+    return lambda: learner.update(batch)
+
+
 def _parse_combo(combo: str) -> tuple[str, bool]:
     precision, _, xla = combo.partition(":")
     if precision not in runtime_lib.PRECISION_POLICIES or xla not in ("on", "off"):
@@ -149,7 +172,9 @@ def main(argv):
     if FLAGS.cartpole_seed is not None:
         cartpole_outcomes([_parse_combo(combo) for combo in FLAGS.combos], FLAGS.cartpole_seed)
         return
-    builders = {"dqn": _dqn_case, "a2c": _a2c_case, "dqn_cnn": _dqn_cnn_case, "sac": _sac_case}
+    builders = {"dqn": _dqn_case, "a2c": _a2c_case, "dqn_cnn": _dqn_cnn_case, "sac": _sac_case,
+                "sac_halfcheetah": lambda runtime, rng: _mujoco_case("sac", runtime, rng),
+                "td3_halfcheetah": lambda runtime, rng: _mujoco_case("td3", runtime, rng)}
     for agent in FLAGS.agents:
         if agent not in builders:
             raise app.UsageError(f"--agents: unknown agent {agent!r}; choose from {', '.join(builders)}")
@@ -158,7 +183,9 @@ def main(argv):
     rng = np.random.default_rng(0)
     for precision, xla in map(_parse_combo, FLAGS.combos):
         # Only the precision policy and the XLA option change between apply() calls; devices stay as they are.
-        runtime = runtime_lib.apply(runtime_lib.RuntimeOptions(mixed_precision=precision, xla=xla))
+        runtime = runtime_lib.apply(runtime_lib.RuntimeOptions(mixed_precision=precision, xla=xla,
+                                                               intra_op_threads=FLAGS.threads,
+                                                               inter_op_threads=FLAGS.threads))
         for agent in FLAGS.agents:
             keras.utils.set_random_seed(0)
             cases.append(Case(agent, precision, xla, builders[agent](runtime, rng)))
