@@ -338,18 +338,8 @@ def _off_policy_floor(agent: str, config, info, runtime, rng, calls: int, repeat
     import dqn_train_step  # noqa: E402  (benchmarks/ is on the path)
 
     k = config.gradient_steps_per_train
-    transitions = dqn_train_step.random_sac_batch(k, config.batch_size, info.obs_shape, info.action_size,
-                                                  config.gamma, rng)
-    if agent == "sac":
-        from tfrl.agents.sac.learning import SACBatch, SACLearner
-
-        learner, batch = SACLearner(config, info, runtime), SACBatch(transitions)
-    else:
-        from tfrl.agents.td3.learning import TD3Batch, TD3Learner
-
-        del transitions["noise"]  # TD3's actor is deterministic: only the target smoothing's noise comes in
-        learner, batch = TD3Learner(config, info, runtime), TD3Batch(transitions)
-    wall, cpu = dqn_train_step.time_calls(lambda: learner.update(batch), calls, repeats)
+    train_call = dqn_train_step.off_policy_train_call(agent, config, info, runtime, rng)
+    wall, cpu = dqn_train_step.time_calls(train_call, calls, repeats)
     first = max(config.learning_starts, config.train_period_env_steps)
     run_steps = (max(config.total_env_steps - first, 0) // config.train_period_env_steps + 1) * k
     return wall, cpu, k, run_steps

@@ -6,7 +6,7 @@
 Builds a DQNLearner for LunarLander's shapes (obs 8, 4 actions), feeds random batches, and reports
 wall and process-CPU milliseconds per call and per gradient step (median of --repeats runs). Run it
 alone: anything else on the machine skews the numbers. benchmarks/compare.py imports
-`random_batch` and `time_calls` for its floor row.
+`random_batch`, `off_policy_train_call` and `time_calls` for its floor row.
 """
 
 from __future__ import annotations
@@ -59,6 +59,24 @@ def random_sac_batch(gradient_steps: int, batch_size: int, obs_shape: tuple[int,
     return {"obs": normal(k, b, *obs_shape), "next_obs": normal(k, b, *obs_shape),
             "action": rng.uniform(-1, 1, (k, b, d)).astype(np.float32), "reward": normal(k, b),
             "discount": np.full((k, b), gamma, np.float32), "noise_next": normal(k, b, d), "noise": normal(k, b, d)}
+
+
+def off_policy_train_call(agent: str, config, info: EnvInfo, runtime: runtime_lib.Runtime,
+                          rng: np.random.Generator) -> Callable[[], object]:
+    """One train call of SAC's or TD3's learner for `config` and `info`, on random transitions (random_sac_batch),
+    K = config.gradient_steps_per_train gradient steps per call."""
+    transitions = random_sac_batch(config.gradient_steps_per_train, config.batch_size, info.obs_shape,
+                                   info.action_size, config.gamma, rng)
+    if agent == "sac":
+        from tfrl.agents.sac.learning import SACBatch, SACLearner
+
+        learner, batch = SACLearner(config, info, runtime), SACBatch(transitions)
+    else:
+        from tfrl.agents.td3.learning import TD3Batch, TD3Learner
+
+        del transitions["noise"]  # TD3's actor is deterministic: only the target smoothing's noise comes in
+        learner, batch = TD3Learner(config, info, runtime), TD3Batch(transitions)
+    return lambda: learner.update(batch)
 
 
 def time_calls(call: Callable[[], object], calls: int, repeats: int, warmup: int = 20) -> tuple[float, float]:

@@ -46,7 +46,6 @@ from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.agents.sac.config import SACConfig
 from tfrl.agents.sac.learning import SACBatch, SACLearner
 from tfrl.agents.td3.config import TD3Config
-from tfrl.agents.td3.learning import TD3Batch, TD3Learner
 from tfrl.envs import EnvInfo
 
 ALL_COMBOS = [f"{policy}:{xla}" for policy in runtime_lib.PRECISION_POLICIES for xla in ("off", "on")]
@@ -127,14 +126,7 @@ def _mujoco_case(agent: str, runtime: runtime_lib.Runtime, rng: np.random.Genera
     """SAC's or TD3's step with its HalfCheetah -sb3zoo preset's settings on random transitions."""
     preset = presets.find(agent, HALF_CHEETAH.env_id, f"{agent}-halfcheetah-sb3zoo")
     config = config_lib.apply_overrides(SACConfig() if agent == "sac" else TD3Config(), preset.hparams, preset.name)
-    transitions = dqn_train_step.random_sac_batch(config.gradient_steps_per_train, config.batch_size, (17,), 6,
-                                                  config.gamma, rng)
-    if agent == "sac":
-        learner, batch = SACLearner(config, HALF_CHEETAH, runtime), SACBatch(transitions)
-    else:
-        del transitions["noise"]  # TD3's actor is deterministic: only the target smoothing's noise comes in
-        learner, batch = TD3Learner(config, HALF_CHEETAH, runtime), TD3Batch(transitions)
-    return lambda: learner.update(batch)
+    return dqn_train_step.off_policy_train_call(agent, config, HALF_CHEETAH, runtime, rng)
 
 
 def _parse_combo(combo: str) -> tuple[str, bool]:
