@@ -25,6 +25,7 @@ mismatch. Needs the bench extra: pip install 'tfrl[bench]'.
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import sys
 import time
@@ -395,6 +396,8 @@ def main(argv):
     hp, seed = spec["hparams"], spec["seed"]
     run_dir = pathlib.Path(FLAGS.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    # SB3's logger makes a folder even when it writes nothing: $SB3_LOGDIR, else a new /tmp/SB3-<time> per run.
+    os.environ["SB3_LOGDIR"] = str(run_dir / "sb3-logger")
     metrics = open(run_dir / "metrics.jsonl", "w", buffering=1)
 
     class TrainingCurve(BaseCallback):
