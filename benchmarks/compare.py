@@ -40,7 +40,8 @@ CPU each seed ran. Ratios stay per seed, between runs made side by side.
 
 Output: a markdown table (median and [min, max] over seeds, and the tfrl/other ratio per seed pair) printed
 and written into --docs between `<!-- compare:SUITE start -->` and `<!-- compare:SUITE end -->`, a PNG of
-the learning curves, and the per-run records as JSON lines. The SB3 side needs the bench extra
+the learning curves, and the per-run records as JSON lines. A full run (not --quick) then rewrites the summary
+table of benchmarks/summary.py in --docs, when that file holds its markers. The SB3 side needs the bench extra
 (pip install 'tfrl[bench]': stable-baselines3 and a CPU torch); tfrl itself never does.
 """
 
@@ -724,7 +725,22 @@ def compare(suite_name: str, seeds: Sequence[int], threads: int, quick: bool, pa
                                nothing_ran=not to_run)
     if docs_path is not None:
         write_section(docs_path, suite_name, section)
+        if not quick and results_path is not None:
+            refresh_summary(docs_path, results_path.parent)
     return records, section
+
+
+def refresh_summary(docs_path: pathlib.Path, results_dir: pathlib.Path) -> None:
+    """Rewrites the summary table of benchmarks/summary.py from results_dir, in docs that hold its markers."""
+    import summary  # benchmarks/summary.py imports this module
+
+    if f"<!-- compare:{summary.SECTION} start -->" not in docs_path.read_text():
+        return
+    try:
+        table = summary.markdown(results_dir, summary.MIN_SEEDS, "python benchmarks/summary.py")
+    except UsageError:  # no suite has enough seeds yet: the section stays as it is
+        return
+    write_section(docs_path, summary.SECTION, table)
 
 # ---- command line -------------------------------------------------------------------------------
 

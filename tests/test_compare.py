@@ -107,6 +107,22 @@ def test_hp_overrides_reach_both_libraries_and_the_target_table(tmp_path):
         compare.run_specs("sac-pendulum", [0], 1, False, {"no_such_hparam": "1"})
 
 
+def test_a_full_run_refreshes_the_summary_table_of_docs_that_hold_its_markers(tmp_path):
+    pair = (make_test_double("tfrl", tmp_path / "order.log"), make_test_double("SB3", tmp_path / "order.log"))
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text("# B\n\n<!-- compare:summary start -->\nold\n<!-- compare:summary end -->\n")
+    outputs = compare.Outputs(docs=docs, plot=None, results=tmp_path / "results" / "compare-sac-pendulum.jsonl")
+    compare.compare("sac-pendulum", [0, 1], threads=1, quick=False, pair=pair, outputs=outputs,
+                    measure_in_graph_floor=False, hp={"total_env_steps": "5000", "log_interval": "500"})
+    assert "\nold\n" in docs.read_text()  # two seeds: below the summary's three, the old text stays
+    compare.compare("sac-pendulum", [2], threads=1, quick=False, pair=pair, outputs=outputs,
+                    measure_in_graph_floor=False, hp={"total_env_steps": "5000", "log_interval": "500"})
+    text = docs.read_text()
+    # Seeds 0-2 over two sittings; the doubles' final returns are 100 + seed: IQM of 100, 101, 102 (none cut).
+    assert "| sac-pendulum | Pendulum-v1, 5000 | 0, 1, 2 | 101.0 [" in text and "| not run |" in text
+    assert "\nold\n" not in text and text.index("compare:summary start") < text.index("compare:sac-pendulum start")
+
+
 def _record(library, seed, wall, train, steps_per_s, cpu, rss, ret):
     return {"library": library, "seed": seed, "wall_s": wall, "train_s": train, "env_steps_per_s": steps_per_s,
             "cpu_s": cpu, "peak_rss_mb": rss, "return_mean": ret, "eval_episodes": 100}
