@@ -69,6 +69,14 @@ def dqn_kwargs(hp: dict) -> dict:
     )
 
 
+def sb3_schedule(initial: float, kind: str):
+    """tfrl's schedule by name (tfrl.schedules: "constant" or "linear") as SB3 takes it: a number, or a function of
+    SB3's progress_remaining, which runs from 1 to 0 over total_timesteps."""
+    if kind == "constant":
+        return initial
+    return lambda progress_remaining: progress_remaining * initial
+
+
 def a2c_kwargs(hp: dict) -> dict:
     """SB3 A2C arguments for tfrl A2CConfig fields; UsageError for settings SB3's A2C does not have."""
     import torch
@@ -77,10 +85,7 @@ def a2c_kwargs(hp: dict) -> dict:
         raise UsageError("SB3 (2.x) has no shared actor-critic torso; compare with shared_torso=false")
     if hp["optimizer"] != "rmsprop":
         raise UsageError("the SB3 comparison supports optimizer=rmsprop only")
-    learning_rate = hp["learning_rate"]
-    if hp["lr_schedule"] == "linear":
-        def learning_rate(progress_remaining: float, initial=hp["learning_rate"]) -> float:
-            return progress_remaining * initial  # SB3's progress runs from 1 to 0 over total_timesteps
+    learning_rate = sb3_schedule(hp["learning_rate"], hp["lr_schedule"])
     activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[hp["activation"]]
     return dict(
         learning_rate=learning_rate, n_steps=hp["rollout_length"], gamma=hp["gamma"], gae_lambda=hp["gae_lambda"],
@@ -105,16 +110,11 @@ def ppo_kwargs(hp: dict, activations: dict | None = None) -> dict:
     if hp["shared_torso"]:
         raise UsageError("SB3 (2.x) has no shared actor-critic torso; compare with shared_torso=false")
 
-    def schedule(initial: float, kind: str):
-        if kind == "constant":
-            return initial
-        return lambda progress_remaining: progress_remaining * initial  # SB3's progress runs from 1 to 0
-
     activation = activations[hp["activation"]]
     return dict(
-        learning_rate=schedule(hp["learning_rate"], hp["lr_schedule"]), n_steps=hp["rollout_length"],
+        learning_rate=sb3_schedule(hp["learning_rate"], hp["lr_schedule"]), n_steps=hp["rollout_length"],
         batch_size=hp["batch_size"], n_epochs=hp["n_epochs"], gamma=hp["gamma"], gae_lambda=hp["gae_lambda"],
-        clip_range=schedule(hp["clip_range"], hp["clip_range_schedule"]), ent_coef=hp["entropy_coef"],
+        clip_range=sb3_schedule(hp["clip_range"], hp["clip_range_schedule"]), ent_coef=hp["entropy_coef"],
         vf_coef=hp["value_coef"], max_grad_norm=hp["max_grad_norm"] or float("inf"),  # tfrl's 0 = no clip
         normalize_advantage=hp["normalize_advantage"],
         policy_kwargs=dict(net_arch=dict(pi=list(hp["hidden_sizes"]), vf=list(hp["hidden_sizes"])),

@@ -229,6 +229,19 @@ def test_sb3_ppo_arguments_are_the_zoo_values(monkeypatch):
     assert (pendulum["n_steps"], pendulum["gamma"], pendulum["gae_lambda"], pendulum["n_epochs"]) == (1024, 0.9, 0.95, 10)
 
 
+def test_sb3_a2c_arguments_are_the_zoo_values(monkeypatch):
+    torch = types.SimpleNamespace(nn=types.SimpleNamespace(Tanh="Tanh", ReLU="ReLU"),
+                                  optim=types.SimpleNamespace(RMSprop="RMSprop"))
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    lunar = sb3_runner.a2c_kwargs(compare.run_specs("a2c-lunarlander", [0], 1, False)[0].hparams)
+    # lin_0.00083: SB3 calls the schedule with the progress remaining, 1 at the start and 0 at the end.
+    assert (lunar["learning_rate"](1.0), lunar["learning_rate"](0.5)) == (0.00083, 0.000415)
+    assert (lunar["n_steps"], lunar["gamma"], lunar["ent_coef"], lunar["normalize_advantage"]) == (5, 0.995, 1e-5, False)
+    assert lunar["policy_kwargs"]["optimizer_kwargs"] == {"alpha": 0.99, "eps": 1e-5, "weight_decay": 0}
+    cartpole = sb3_runner.a2c_kwargs(compare.run_specs("a2c-cartpole", [0], 1, False)[0].hparams)
+    assert isinstance(cartpole["learning_rate"], float)  # a constant schedule is SB3's plain number
+
+
 def test_recurrent_ppo_arguments_are_the_zoo_ppo_lstm_values(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(nn=types.SimpleNamespace(Tanh="Tanh", ReLU="ReLU")))
     hp = compare.run_specs("ppo-lstm-cartpolenovel", [0], 1, False)[0].hparams
