@@ -7,7 +7,6 @@ Prints µs per matmul and GFLOP/s, for TF and for NumPy, to show what the hardwa
 
 import time
 
-import numpy as np
 import tensorflow as tf
 
 ITERATIONS = 1000

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import statistics
 import sys
 import tempfile
 import threading

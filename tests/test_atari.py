@@ -10,7 +10,6 @@ import sys
 import time
 
 import numpy as np
-import pytest
 
 import tfrl
 from serving_helpers import Client, running_server

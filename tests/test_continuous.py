@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import envs, evaluation, export, networks, runs, serving, training_loop
+from tfrl import evaluation, export, networks, runs, serving, training_loop
 from tfrl.agents.actor_critic.networks import GaussianHead, make_head, make_network
 from tfrl.agents.actor_critic.policy import serving_policy
 from tfrl.agents.ppo.config import PPOConfig

@@ -2,7 +2,6 @@
 thread counts, screen render modes, a checkpoints/ that is a file, and garbage in metrics.jsonl. Each is one
 clear line and a non-zero exit, with nothing written or lost."""
 
-import json
 import os
 import pathlib
 import subprocess

@@ -15,7 +15,7 @@ import pytest
 import tfrl
 from tfrl import envs, export, runs, serving
 from tfrl.errors import UsageError
-from tfrl.portable import convert, parity, runtime
+from tfrl.portable import convert, parity
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 _OFF = {"eval_interval": 0, "final_eval_episodes": 1, "checkpoint_interval": 0}

@@ -15,7 +15,6 @@ import pytest
 import tensorflow as tf
 
 from tfrl import config as config_lib, presets, evaluation, numerics, runs, serving, training_loop
-from tfrl.agents.actor_critic.learning import normalized
 from tfrl.agents.actor_critic.networks import CategoricalHead
 from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.agents.ppo.config import PPOConfig

@@ -2,7 +2,6 @@
 bodies, more connections than it allows, requests with too many rows, large answers, and a version directory
 copied in non-atomically."""
 
-import json
 import shutil
 import socket
 import time

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 import tfrl
-from tfrl import envs, launch, networks, normalization
+from tfrl import envs, launch, normalization
 from tfrl.agents.actor_critic.networks import CategoricalHead, MultiCategoricalHead
 from tfrl.agents.dqn.actor import EpsilonGreedyActor
 from tfrl.agents.dqn.learning import td_targets

@@ -15,7 +15,6 @@ import json
 import os
 import pathlib
 import socket
-import sys
 import time
 
 import tensorflow as tf
