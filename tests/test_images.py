@@ -131,6 +131,20 @@ def test_boolean_observations_become_uint8_images():
     assert obs.dtype == np.uint8 and obs[1, 2, 0] == 255 and obs.sum() == 255
 
 
+def test_a_policy_takes_boolean_grids_as_the_env_gives_them():
+    # tfrl's networks see a boolean grid as uint8 0 and 255 (the test above); a policy object given the env's own
+    # boolean observations converts them the same way, and still refuses a float image.
+    from tfrl.policy_inputs import Field, field_batch
+
+    grid = np.zeros((6, 6, 2), bool)
+    grid[1, 2, 0] = True
+    batch, single = field_batch(Field("observation", (6, 6, 2), "uint8"), grid, "observations", "policy")
+    assert single and batch.dtype == np.uint8 and batch.shape == (1, 6, 6, 2)
+    assert batch[0, 1, 2, 0] == 255 and batch.sum() == 255
+    with pytest.raises(UsageError, match="takes uint8 observations \\(images\\), got float32"):
+        field_batch(Field("observation", (6, 6, 2), "uint8"), grid.astype(np.float32), "observations", "policy")
+
+
 def test_sac_and_normalization_refuse_images_with_one_line():
     from tfrl import agents
     info = envs.EnvInfo("tfrl/Catch-v0", (10, 5, 1), 3, obs_dtype="uint8")
