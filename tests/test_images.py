@@ -143,6 +143,10 @@ def test_a_policy_takes_boolean_grids_as_the_env_gives_them():
     assert batch[0, 1, 2, 0] == 255 and batch.sum() == 255
     with pytest.raises(UsageError, match="takes uint8 observations \\(images\\), got float32"):
         field_batch(Field("observation", (6, 6, 2), "uint8"), grid.astype(np.float32), "observations", "policy")
+    flat, _ = field_batch(Field("observation", (6, 6), "uint8"), grid[..., 0], "observations", "policy")  # 2-D too
+    assert flat[0, 1, 2] == 255 and flat.sum() == 255
+    mask, _ = field_batch(Field("action_mask", (2,), "uint8"), np.array([True, False]), "field", "policy")
+    assert mask.tolist() == [[1, 0]]  # a mask stays 0/1
 
 
 def test_sac_and_normalization_refuse_images_with_one_line():

@@ -69,8 +69,8 @@ def batch_rows(batch) -> int:
 def field_batch(field, value, what: str, source: str) -> tuple[np.ndarray, bool]:
     """One field's value as a batch [N, *shape] in its dtype, and whether it was one observation."""
     array = np.asarray(value)
-    if field.image and array.dtype == np.bool_:  # a boolean grid (MinAtar's): tfrl's networks see it as 0 and 255
-        array = array.astype(np.uint8) * np.uint8(255)
+    if array.dtype == np.bool_ and field.dtype == "uint8" and field.key != MASK_KEY:
+        array = array.astype(np.uint8) * np.uint8(255)  # a boolean grid (MinAtar's): the networks read 0 and 255
     if field.dtype == "uint8" and array.dtype != np.uint8 and field.image:  # a float image would be truncated
         raise UsageError(f"{source} takes uint8 {what} (images), got {array.dtype}")
     if array.dtype.kind not in "biuf":
