@@ -22,7 +22,7 @@ import numpy as np
 from absl import logging as absl_logging
 
 import tfrl
-from tfrl import envs, launch, policy_inputs, quiet_logs, shutdown
+from tfrl import env_space, envs, launch, policy_inputs, quiet_logs, shutdown
 from tfrl.portable import runtime as portable
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
@@ -192,7 +192,8 @@ class Policy:
     """A greedy policy in NumPy: policy(obs) -> actions, for one observation or a batch.
 
     An observation is an array, or for Dict observations a dict {key: array} (or a batch of them: every array with
-    a leading batch dimension). outputs(obs) gives every output of the policy's serving signature ("action", and
+    a leading batch dimension); the env's own observations too, where tfrl converts them (Discrete and
+    MultiDiscrete integers, Tuples, nested Dicts: tfrl.env_space). outputs(obs) gives every output of the policy's serving signature ("action", and
     "q_values" for DQN or "logits" and "value" for A2C and PPO), batched.
 
     A policy with memory (lstm_units; state_size > 0) keeps one state per row of the batch: each call continues
@@ -201,11 +202,15 @@ class Policy:
     """
 
     def __init__(self, outputs: Callable[..., Mapping[str, Any]], observations: ObsSpec, source: str,
-                 metadata: Mapping[str, Any] | None = None, keep_alive: Any = None, state_size: int = 0):
+                 metadata: Mapping[str, Any] | None = None, keep_alive: Any = None, state_size: int = 0,
+                 own_space: str | Mapping[str, Any] | None = None):
         self._outputs = outputs
         self.observations = observations
         self.source = source
         self.metadata = metadata
+        # The env's own observation space (tfrl.env_space), from the export's metadata unless given.
+        self._own_space = env_space.parse(own_space or ((metadata or {}).get("observation") or {}).get("env_space"),
+                                          source)
         self._keep_alive = keep_alive  # a loaded SavedModel: its signature needs it alive
         self._memory = PolicyMemory(state_size)
 
@@ -266,6 +271,7 @@ class Policy:
 
     def _as_batch(self, obs) -> tuple[Any, bool]:
         """(the observations as a batch the signature takes, whether one observation was given)."""
+        obs = env_space.to_fields(self._own_space, obs, self.source)
         return policy_inputs.as_batch(self.observations.fields, self.observations.structured, obs, self.source)
 
     def __repr__(self) -> str:
@@ -287,7 +293,8 @@ def load_policy(path: str | os.PathLike, checkpoint: int | str | None = None, be
         loaded = runs.load_policy(path, checkpoint, best)
         traced = serving.traced_outputs(loaded.policy, loaded.env.observations)
         source = f"{path} ({'best policy' if loaded.best else f'checkpoint {loaded.checkpoint}'})"
-        return Policy(traced, loaded.env.observations, source=source, state_size=loaded.policy.state_size)
+        return Policy(traced, loaded.env.observations, source=source, state_size=loaded.policy.state_size,
+                      own_space=loaded.env.env_space)
     if checkpoint is not None or best:
         raise UsageError(f"{path} is not a run directory: checkpoint and best apply to run directories only")
     versions = export.version_numbers(path)

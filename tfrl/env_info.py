@@ -4,6 +4,7 @@ action spaces tfrl cannot act in (one line naming the fix)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, Mapping
 
 import gymnasium as gym
@@ -34,6 +35,7 @@ class EnvInfo:
     obs_fields: tuple[Field, ...] = ()  # Dict observations: their fields
     action_nvec: tuple[int, ...] = ()  # MultiDiscrete (and MultiBinary: all 2) actions: each dimension's count
     binary_actions: bool = False  # MultiBinary actions (the env takes 0/1 as int8)
+    env_space: str = ""  # the env's own observation space (tfrl.observations.env_space_json), "" if taken as is
 
     @property
     def continuous(self) -> bool:
@@ -78,6 +80,8 @@ class EnvInfo:
                           action_high=list(self.action_high))
         if self.action_nvec:
             record.update(action_nvec=list(self.action_nvec), binary_actions=self.binary_actions)
+        if self.env_space:
+            record["env_space"] = json.loads(self.env_space)
         return record
 
     @classmethod
@@ -87,7 +91,8 @@ class EnvInfo:
                    tuple(record.get("action_shape", ())), tuple(record.get("action_low", ())),
                    tuple(record.get("action_high", ())), record.get("obs_dtype", "float32"),
                    int(record.get("frame_stack", 0)), fields, tuple(int(n) for n in record.get("action_nvec", ())),
-                   bool(record.get("binary_actions", False)))
+                   bool(record.get("binary_actions", False)),
+                   json.dumps(record["env_space"]) if record.get("env_space") else "")
 
 
 def env_info(env: gym.vector.VectorEnv, env_id: str) -> EnvInfo:
@@ -98,7 +103,8 @@ def env_info(env: gym.vector.VectorEnv, env_id: str) -> EnvInfo:
         observations = {"obs_shape": (), "obs_dtype": STRUCTURED, "obs_fields": spec.fields}
     else:
         observations = {"obs_shape": spec.fields[0].shape, "obs_dtype": spec.fields[0].dtype}
-    info = _actions(env.single_action_space, env_id, {**observations, "frame_stack": getattr(env, "frame_stack", 0)})
+    info = _actions(env.single_action_space, env_id, {**observations, "frame_stack": getattr(env, "frame_stack", 0),
+                                                      "env_space": getattr(env, "env_space", "")})
     _check_mask(info, spec)
     return info
 

@@ -22,8 +22,8 @@ from gymnasium.vector import AutoresetMode
 from tfrl import atari_preprocessing, envpool_vector, example_envs, image_envs, partial_envs
 from tfrl.env_info import EnvIdError, EnvInfo, env_info  # noqa: F401 - tfrl.envs' names, as before
 from tfrl.errors import UsageError
-from tfrl.observations import (MASK_KEY, MaskedObservation, StructuredObservation, observation_spec,  # noqa: F401
-                               stored_as_given, to_batch)
+from tfrl.observations import (MASK_KEY, MaskedObservation, StructuredObservation, env_space_json,  # noqa: F401
+                               observation_spec, stored_as_given, to_batch)
 from tfrl.stepping import (EnvStepError, VectorStep, VectorStepper, finished_episodes,  # noqa: F401
                            next_obs_for_storage, reset_for_resume)
 
@@ -127,7 +127,9 @@ class EnvSpec:
             env = self.factory(**options, **self.kwargs)
             if not isinstance(env, gym.Env):
                 raise EnvIdError(f"the env factory {self.name} returned {type(env).__name__}, not a gymnasium.Env")
-        return gym.wrappers.RecordEpisodeStatistics(adapted(env, self.name))
+        made = gym.wrappers.RecordEpisodeStatistics(adapted(env, self.name))
+        made.tfrl_env_space = _env_space(env)
+        return made
 
 
 def _log_mujoco_warnings(env_id: str | None) -> None:
@@ -221,6 +223,15 @@ def adapted(env: gym.Env, env_name: str) -> gym.Env:
     return env if adapter is None else adapter(env)
 
 
+def _env_space(env: gym.Env) -> str:
+    """env_space_json of the env's own observations; "" for an env whose mask comes from its action_masks(): its
+    policy takes {"observation", "action_mask"}, not the env's observation alone."""
+    space = env.observation_space
+    if _has_method(env, "action_masks") and not (isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces):
+        return ""
+    return env_space_json(space)
+
+
 def _has_method(env: gym.Env, name: str) -> bool:
     try:
         return callable(env.get_wrapper_attr(name))
@@ -287,6 +298,8 @@ def make_vector_env(env: EnvSpec | str, num_envs: int, seed: int, vector_mode: s
     vector_env.obs_spec = observation_spec(vector_env.single_observation_space)
     vector_env.obs_dtype = vector_env.obs_spec.numpy_dtype
     vector_env.frame_stack = atari_preprocessing.frame_stack(spec.kwargs) if spec.atari else 0
+    # The env's own space, for the policy objects of its exports (a sync env's copies are here to ask).
+    vector_env.env_space = getattr(vector_env.envs[0], "tfrl_env_space", "") if vector_mode == "sync" else ""
     try:
         vector_env.action_nvec = env_info(vector_env, spec.name).action_nvec  # spaces tfrl can train on
     except EnvIdError:

@@ -21,6 +21,7 @@ kept as uint8, never a network input, read by the agents that mask. An env with 
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, Callable, Mapping, Sequence
 
 import gymnasium as gym
@@ -115,6 +116,33 @@ def _entries(space, prefix: str):
     for name, sub in items:
         entries += _entries(sub, f"{prefix}.{name}" if prefix else str(name))
     return entries
+
+
+def env_space_json(space: gym.Space) -> str:
+    """The env's own observation space as tfrl.env_space reads it (JSON), so that a policy object takes the env's
+    observations; "" when it takes them as they are (a Box or MultiBinary, or a one-level Dict of them)."""
+    description = _description(space)
+    return json.dumps(description) if _converted(description, top=True) else ""
+
+
+def _description(space: gym.Space) -> dict:
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": [int(n) for n in np.ravel(space.nvec)],
+                "start": [int(s) for s in np.ravel(space.start)], "shape": list(space.shape)}
+    if isinstance(space, gym.spaces.Dict):
+        return {"type": "Dict", "spaces": {str(name): _description(sub) for name, sub in space.spaces.items()}}
+    if isinstance(space, gym.spaces.Tuple):
+        return {"type": "Tuple", "spaces": [_description(sub) for sub in space.spaces]}
+    return {"type": "Box"}  # a Box or MultiBinary: the policy object casts its values
+
+
+def _converted(description: dict, top: bool) -> bool:
+    """Whether tfrl's conversion changes more than dtypes: integers to one-hots, a Tuple or a nested Dict."""
+    if description["type"] == "Dict":
+        return not top or any(_converted(sub, False) for sub in description["spaces"].values())
+    return description["type"] != "Box"
 
 
 def _converted_space(space: gym.Space, key: str) -> gym.spaces.Box:

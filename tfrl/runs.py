@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 from absl import logging
 
 import tfrl
-from tfrl import agents, config as config_lib, envs, strict_json
+from tfrl import agents, config as config_lib, env_space, envs, strict_json
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
 from tfrl.run_files import BEST_POLICY_DIR, CHECKPOINT_DIR, CONFIG_FILE, LOCK_FILE, RESULT_FILE  # noqa: F401
@@ -147,6 +147,7 @@ def _checked_env_info(raw: Mapping[str, Any] | None, source: str) -> Mapping[str
         valid = False
     if not valid:
         raise UsageError(f"{source}: 'env_info' is not a valid record of the env's spaces: {raw!r:.200}")
+    env_space.parse(info.env_space, f"{source}: 'env_info'")
     return raw
 
 
@@ -389,7 +390,7 @@ def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
         "agent": loaded.run_config.agent,
         "env_id": loaded.run_config.env_id,
         "env_kwargs": _jsonable(loaded.run_config.env_kwargs),
-        "observation": _observation_json(observations),
+        "observation": _observation_json(observations, loaded.env),
         "action_space": _action_space_json(loaded.env),
         "signature": {"name": export.SIGNATURE, "inputs": _inputs_json(observations, state_size),
                       "outputs": {k: f"{v.dtype.name} {[None, *v.shape[1:]]}" for k, v in example.items()}},
@@ -412,11 +413,13 @@ def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
     return export.export_saved_model(loaded.policy, observations, base_path, model_name, metadata, finish)
 
 
-def _observation_json(observations) -> dict:
+def _observation_json(observations, info: envs.EnvInfo) -> dict:
+    """What the signature takes, and the env's own space where a policy object converts it (tfrl.env_space)."""
+    own = {"env_space": json.loads(info.env_space)} if info.env_space else {}
     if not observations.structured:
         field = observations.fields[0]
-        return {"shape": list(field.shape), "dtype": field.dtype}
-    return {"shape": [], "dtype": "structured", "fields": observations.to_json()}
+        return {"shape": list(field.shape), "dtype": field.dtype, **own}
+    return {"shape": [], "dtype": "structured", "fields": observations.to_json(), **own}
 
 
 def _inputs_json(observations, state_size: int) -> dict:

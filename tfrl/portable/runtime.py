@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from tfrl import policy_inputs
+from tfrl import env_space, policy_inputs
 from tfrl.errors import UsageError
 
 FORMATS = {".tflite": "litert", ".onnx": "onnx"}
@@ -44,19 +44,26 @@ class PortablePolicy:
         self._run = run
         self._inputs = inputs  # input name -> its field (key: the Dict key, or "observation")
         self.structured = _structured(inputs, metadata)
+        self._own_space = env_space.parse(((metadata or {}).get("observation") or {}).get("env_space"), self.source)
 
     @property
     def fields(self) -> tuple[policy_inputs.Field, ...]:
         return tuple(self._inputs.values())
 
     def outputs(self, obs) -> dict[str, np.ndarray]:
-        batch, _ = policy_inputs.as_batch(self.fields, self.structured, obs, self.source)
+        batch, _ = self._as_batch(obs)
         return self._run(self._feed(batch))
 
     def __call__(self, obs) -> np.ndarray:
-        batch, single = policy_inputs.as_batch(self.fields, self.structured, obs, self.source)
+        batch, single = self._as_batch(obs)
         actions = self._run(self._feed(batch))["action"]
         return actions[0] if single else actions
+
+    def _as_batch(self, obs) -> tuple[Any, bool]:
+        """(the observations as a batch the file takes, the env's own converted (tfrl.env_space); whether one
+        observation was given)."""
+        obs = env_space.to_fields(self._own_space, obs, self.source)
+        return policy_inputs.as_batch(self.fields, self.structured, obs, self.source)
 
     def _feed(self, batch) -> dict[str, np.ndarray]:
         if not self.structured:
