@@ -2,7 +2,7 @@
 
 Acting happens once per vector step; a TF call has a fixed overhead many times
 larger than a NumPy forward pass of a small MLP (docs/benchmarks.md). So the
-actor runs a NumPy mirror (`NumpyMirror`, read from the model's layers), refreshed
+actor runs a NumPy mirror (tfrl.numpy_networks, read from the model's layers), refreshed
 with the learner's weights after every train call, and the Keras model stays the
 single definition that is trained and exported. Every network of every agent is
 built here.
@@ -28,12 +28,8 @@ import tensorflow as tf
 
 from tfrl import config as config_lib
 from tfrl.observations import MASK_KEY, Field, ObsSpec
-
-_ACTIVATIONS = {
-    "relu": lambda x: np.maximum(x, 0.0),
-    "tanh": np.tanh,
-}
-
+from tfrl.numpy_networks import (  # noqa: F401 - the mirrors' names here too
+    NumpyActorCritic, NumpyDeterministicActor, NumpyMirror, NumpyQNetwork, NumpySquashedActor, numpy_input)
 
 LAYER_INITS = ("glorot", "torch")
 
@@ -126,15 +122,6 @@ def acts_in_numpy(model: keras.Model) -> bool:
     return not any(isinstance(layer, keras.layers.Conv2D) for layer in model.layers)
 
 
-def numpy_input(obs: np.ndarray) -> np.ndarray:
-    """obs [N, ...] -> [N, features] float32, as the network's input layers make it (uint8 scaled to [0, 1]); a
-    structured batch (Dict observations) -> its input fields so, side by side in their order (the mask left out)."""
-    if obs.dtype.names is not None:
-        return np.concatenate([numpy_input(obs[key]) for key in obs.dtype.names if key != MASK_KEY], axis=-1)
-    x = obs.reshape(obs.shape[0], -1)
-    return x.astype(np.float32) * np.float32(1.0 / 255.0) if x.dtype == np.uint8 else x
-
-
 def model_inputs(model: keras.Model, obs: np.ndarray):
     """What `model` takes for a batch in tfrl's form: the array, or {key: field} of a structured batch."""
     if isinstance(model.input, dict):
@@ -196,90 +183,6 @@ def acting_variables(model: keras.Model) -> list:
     """What a train call returns for the actor: the trainable variables its NumPy mirror copies, none for a
     model the actor calls live (GraphForward)."""
     return list(model.trainable_variables) if acts_in_numpy(model) else []
-
-
-class NumpyMirror:
-    """A Keras model's Dense layers (and trainable vectors, such as a Gaussian's log std) in NumPy, found from the
-    model's layers and their configured activations, not from variable names.
-
-    `update(values)` takes the model's trainable variables in their order, as a learner returns them; `dense`
-    and `chain` run layers by name on [N, F] float32 inputs, exactly as Keras computes them on a CPU:
-    activation(x @ kernel + bias).
-    """
-
-    def __init__(self, model: keras.Model):
-        position = {id(variable): i for i, variable in enumerate(model.trainable_variables)}
-        self._order = [layer.name for layer in model.layers]
-        self._dense, self._vectors, self._cells = {}, {}, {}
-        for layer in model.layers:
-            if isinstance(layer, keras.layers.LSTMCell):  # (kernel, recurrent kernel, bias)
-                self._cells[layer.name] = tuple(position[id(w)] for w in (layer.kernel, layer.recurrent_kernel,
-                                                                           layer.bias))
-            elif isinstance(layer, keras.layers.Dense):
-                activation = layer.get_config()["activation"]
-                self._dense[layer.name] = (position[id(layer.kernel)], position[id(layer.bias)],
-                                           None if activation == "linear" else _ACTIVATIONS[activation])
-            elif layer.trainable_weights:  # one trainable vector, e.g. AppendLogStd's log std
-                (weight,) = layer.trainable_weights
-                self._vectors[layer.name] = position[id(weight)]
-        self._size = len(position)
-        self.update([np.asarray(v.numpy()) for v in model.trainable_variables])
-
-    def update(self, values: Sequence[np.ndarray]) -> None:
-        if len(values) != self._size:
-            raise ValueError(f"expected {self._size} weight arrays, got {len(values)}")
-        values = [np.asarray(v, dtype=np.float32) for v in values]
-        # (kernel, bias, activation) per layer, looked up once per update rather than per forward pass.
-        self._layers = {name: (values[k], values[b], act) for name, (k, b, act) in self._dense.items()}
-        self._weights = {name: values[i] for name, i in self._vectors.items()}
-        self._lstm = {name: tuple(values[i] for i in positions) for name, positions in self._cells.items()}
-
-    def names(self, prefix: str) -> list[str]:
-        """The Dense layers named <prefix>_<i>, in the model's order (a torso's layers)."""
-        return [name for name in self._order if name in self._dense and name.rsplit("_", 1)[0] == prefix]
-
-    def has(self, name: str) -> bool:
-        return name in self._dense or name in self._vectors
-
-    def has_lstm(self, name: str) -> bool:
-        return name in self._cells
-
-    def lstm(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """An LSTMCell's (kernel, recurrent kernel, bias)."""
-        return self._lstm[name]
-
-    def weight(self, name: str) -> np.ndarray:
-        return self._weights[name]
-
-    def dense(self, name: str, x: np.ndarray) -> np.ndarray:
-        kernel, bias, activation = self._layers[name]
-        y = x @ kernel + bias
-        return y if activation is None else activation(y)
-
-    def chain(self, names: Sequence[str], x: np.ndarray) -> np.ndarray:
-        for name in names:
-            x = self.dense(name, x)
-        return x
-
-
-class NumpyQNetwork:
-    """A `q_network`'s forward pass in NumPy: obs [N, ...] -> Q-values [N, A]."""
-
-    def __init__(self, model: keras.Model):
-        self._mirror = NumpyMirror(model)
-        self._torso = self._mirror.names("torso")
-        self._dueling = self._mirror.has("value_head")
-
-    def update(self, values: Sequence[np.ndarray]) -> None:
-        self._mirror.update(values)
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        mirror = self._mirror
-        x = mirror.chain(self._torso, numpy_input(obs))
-        if self._dueling:
-            value, advantage = mirror.dense("value_head", x), mirror.dense("advantage_head", x)
-            return value + advantage - advantage.mean(axis=-1, keepdims=True)
-        return mirror.dense("q_head", x)
 
 
 class AppendLogStd(keras.layers.Layer):
@@ -353,31 +256,6 @@ def actor_critic_heads(policy_latent, value_latent, num_policy_params: int, gaus
     return policy_params, keras.ops.squeeze(value, axis=-1)
 
 
-class NumpyActorCritic:
-    """An `actor_critic_network`'s forward pass in NumPy: obs [N, ...] -> (policy params [N, P], value [N])."""
-
-    def __init__(self, model: keras.Model):
-        self._mirror = mirror = NumpyMirror(model)
-        self._shared, self._policy, self._value = (mirror.names(p) for p in ("torso", "policy_torso", "value_torso"))
-        self._gaussian = mirror.has("log_std")
-
-    def update(self, values: Sequence[np.ndarray]) -> None:
-        self._mirror.update(values)
-
-    def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        mirror = self._mirror
-        x = mirror.chain(self._shared, numpy_input(obs))
-        policy = mirror.dense("policy_head", mirror.chain(self._policy, x))
-        if self._gaussian:
-            policy = np.concatenate([policy, np.broadcast_to(mirror.weight("log_std"), policy.shape)], axis=-1)
-        return policy, mirror.dense("value_head", mirror.chain(self._value, x))[:, 0]
-
-    def value(self, obs: np.ndarray) -> np.ndarray:
-        """V(obs) [N] alone; skips the policy torso when it is separate."""
-        x = self._mirror.chain(self._shared, numpy_input(obs))
-        return self._mirror.dense("value_head", self._mirror.chain(self._value, x))[:, 0]
-
-
 def squashed_gaussian_actor(obs_shape: Sequence[int] | ObsSpec, action_size: int, hidden_sizes: Sequence[int],
                             name: str = "sac_actor", layer_init: str = "glorot") -> keras.Model:
     """SAC's actor: obs [B, *obs_shape] -> [mean, log std] [B, 2D] (ReLU torso, heads "mean_head" and
@@ -411,33 +289,3 @@ def q_critic(obs_shape: Sequence[int] | ObsSpec, action_size: int, hidden_sizes:
                   layer_init=layer_init)
     q = keras.layers.Dense(1, name="q_head", dtype="float32", **dense_initializers(layer_init, x.shape[-1]))(x)
     return keras.Model([obs, action], keras.ops.squeeze(q, axis=-1), name=name)
-
-
-class NumpySquashedActor:
-    """A `squashed_gaussian_actor`'s forward pass in NumPy: obs [N, ...] -> (mean [N, D], log std [N, D]),
-    the log std as the network gives it (the policy clips it)."""
-
-    def __init__(self, model: keras.Model):
-        self._mirror = NumpyMirror(model)
-        self._torso = self._mirror.names("torso")
-
-    def update(self, values: Sequence[np.ndarray]) -> None:
-        self._mirror.update(values)
-
-    def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        x = self._mirror.chain(self._torso, numpy_input(obs))
-        return self._mirror.dense("mean_head", x), self._mirror.dense("log_std_head", x)
-
-
-class NumpyDeterministicActor:
-    """A `deterministic_actor`'s forward pass in NumPy: obs [N, ...] -> action in [-1, 1]^D [N, D]."""
-
-    def __init__(self, model: keras.Model):
-        self._mirror = NumpyMirror(model)
-        self._torso = self._mirror.names("torso")
-
-    def update(self, values: Sequence[np.ndarray]) -> None:
-        self._mirror.update(values)
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        return self._mirror.dense("action_head", self._mirror.chain(self._torso, numpy_input(obs)))

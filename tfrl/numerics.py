@@ -25,11 +25,14 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-import keras
 import numpy as np
-import tensorflow as tf
 
 from tfrl.errors import RunError
+from tfrl.lazy_import import LazyModule
+
+# The train steps' checks use TensorFlow; the NumPy ones (replay, checkpoints, rollout actors) must not load it.
+keras = LazyModule("keras")
+tf = LazyModule("tensorflow")
 
 LOSS, GRADIENTS, OUTPUTS = 1, 2, 4  # flag bits
 

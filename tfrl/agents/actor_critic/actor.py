@@ -1,6 +1,6 @@
 """Actor-critic acting (A2C, PPO): samples from the policy of a NumPy mirror of the actor-critic network. Never exported.
 
-The mirror (`tfrl.networks.NumpyActorCritic`) is refreshed with the weights each
+The mirror (`tfrl.numpy_networks.NumpyActorCritic`) is refreshed with the weights each
 train call returns, so acting makes no TF call.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfrl.agents.actor_critic.networks import masked_logits_numpy
-from tfrl.networks import NumpyActorCritic
+from tfrl.agents.actor_critic.heads import masked_logits_numpy
+from tfrl.numpy_networks import NumpyActorCritic
 from tfrl.observations import legal_actions
 
 

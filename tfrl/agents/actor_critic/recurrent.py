@@ -21,12 +21,17 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import keras
 import numpy as np
-import tensorflow as tf
 
-from tfrl import networks
+from tfrl import numpy_networks
+from tfrl.lazy_import import LazyModule
 from tfrl.observations import ObsSpec
+
+# The network and its graph forward passes use Keras and TensorFlow; NumpyRecurrentActorCritic, which a rollout
+# actor receives, must not load them.
+keras = LazyModule("keras")
+networks = LazyModule("tfrl.networks")
+tf = LazyModule("tensorflow")
 
 STATE_INPUT = "state"  # the step network's and the export's state input (and output) name
 
@@ -206,7 +211,7 @@ class NumpyRecurrentActorCritic:
     value [N], next state [N, S])."""
 
     def __init__(self, model: keras.Model):
-        self._mirror = mirror = networks.NumpyMirror(model)
+        self._mirror = mirror = numpy_networks.NumpyMirror(model)
         shared = mirror.has_lstm("lstm")
         self._cells = branches(shared)
         prefixes = torso_prefixes(shared)
@@ -219,7 +224,7 @@ class NumpyRecurrentActorCritic:
 
     def __call__(self, obs: np.ndarray, state: np.ndarray):
         mirror = self._mirror
-        x = networks.numpy_input(obs)
+        x = numpy_networks.numpy_input(obs)
         parts = np.split(state, 2 * len(self._cells), axis=-1)
         outputs, next_state = [], []
         for i, (cell, torso, post) in enumerate(zip(self._cells, self._torsos, self._post)):

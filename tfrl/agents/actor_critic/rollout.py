@@ -48,8 +48,7 @@ class RolloutStorage:
         t, n = rollout_length, num_envs
         self.rollout_length = rollout_length
         self.obs = np.zeros((t, n, *obs_shape), obs_dtype)  # s_t
-        action_shape = tuple(head.action_spec.shape[1:])
-        self.actions = np.zeros((t, n, *action_shape), head.action_spec.dtype.as_numpy_dtype)  # a_t
+        self.actions = np.zeros((t, n, *head.stored_shape), head.action_dtype)  # a_t
         num_policy_params = head.num_params
         self.env_rewards = np.zeros((t, n), np.float64)  # r_t as the env gave it (its dtype: see record)
         self.terminated = np.zeros((t, n), bool)

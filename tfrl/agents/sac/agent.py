@@ -10,24 +10,8 @@ from tfrl.agents.off_policy.continuous import ContinuousAgent
 from tfrl.agents.sac import policy as sac_policy
 from tfrl.agents.sac.config import SACConfig
 from tfrl.agents.sac.learning import SACBatch, SACLearner
-from tfrl.agents.sac.policy import LOG_STD_MAX, LOG_STD_MIN
+from tfrl.agents.sac.explorer import SquashedGaussianExplorer
 from tfrl.envs import EnvInfo
-
-
-class SquashedGaussianExplorer:
-    """tanh(mean + std * noise) of the mirror's Gaussian, its log std clipped as the learner clips it."""
-
-    def __init__(self, mirror: networks.NumpySquashedActor, config: SACConfig):
-        del config
-        self._mirror = mirror
-
-    def use(self, mirror: networks.NumpySquashedActor) -> None:
-        self._mirror = mirror
-
-    def __call__(self, obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        mean, log_std = self._mirror(obs)
-        std = np.exp(np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX))
-        return np.tanh(mean + std * rng.standard_normal(mean.shape)).astype(np.float32)
 
 
 class SACAgent(ContinuousAgent):

@@ -9,10 +9,10 @@ import tensorflow as tf
 from tfrl import networks, normalization
 from tfrl.agents.off_policy.continuous import to_env_action
 from tfrl.agents.sac.config import SACConfig
+from tfrl.agents.sac.explorer import LOG_STD_MAX, LOG_STD_MIN  # noqa: F401 - tfrl.agents.sac.policy's too
 from tfrl.envs import EnvInfo
 from tfrl.export import ServingPolicy
 
-LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # SB3's bounds on the actor's log std
 ACTOR_KEY = "actor"  # the actor's key in SACLearner.checkpoint_items() and in the serving policy's
 
 

@@ -9,23 +9,9 @@ from tfrl import networks
 from tfrl.agents.off_policy.continuous import ContinuousAgent
 from tfrl.agents.td3 import policy as td3_policy
 from tfrl.agents.td3.config import TD3Config
+from tfrl.agents.td3.explorer import GaussianNoiseExplorer
 from tfrl.agents.td3.learning import TD3Batch, TD3Learner
 from tfrl.envs import EnvInfo
-
-
-class GaussianNoiseExplorer:
-    """The mirror's action plus Gaussian noise of std exploration_noise, clipped to [-1, 1]."""
-
-    def __init__(self, mirror: networks.NumpyDeterministicActor, config: TD3Config):
-        self._mirror, self._scale = mirror, config.exploration_noise
-
-    def use(self, mirror: networks.NumpyDeterministicActor) -> None:
-        self._mirror = mirror
-
-    def __call__(self, obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        action = self._mirror(obs)
-        noise = self._scale * rng.standard_normal(action.shape)
-        return np.clip(action + noise, -1.0, 1.0).astype(np.float32)
 
 
 class TD3Agent(ContinuousAgent):
