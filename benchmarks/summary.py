@@ -13,6 +13,7 @@ named below the table, with how many they have so far.
 
 from __future__ import annotations
 
+import math
 import pathlib
 import statistics
 import sys
@@ -62,6 +63,34 @@ def _ratios(runs: Sequence[dict], base: str, other: str) -> str:
     return f"{statistics.median(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}]"
 
 
+def target_return(runs: Sequence[dict], libs: Sequence[str]) -> float | None:
+    """The suite's target return: the median, over every run of the libraries, of the last training mean return
+    (the learning curve's last point), rounded down to two significant digits; about half the runs end above it.
+    None when a run's curve has no clock (records written before curves had one)."""
+    if any(not r.get("curve") or len(r["curve"][-1]) < 3 for r in runs if r["library"] in libs):
+        return None
+    last = [r["curve"][-1][2] for r in runs if r["library"] in libs]
+    if not all(math.isfinite(value) for value in last):
+        return None
+    return _round_down(statistics.median(last))
+
+
+def _round_down(value: float) -> float:
+    """value rounded down (towards -inf) to two significant digits: 2386.1 -> 2300, -157.4 -> -160."""
+    if value == 0:
+        return 0.0
+    step = 10.0 ** (math.floor(math.log10(abs(value))) - 1)
+    return math.floor(round(value / step, 9)) * step
+
+
+def _time_to(runs: Sequence[dict], lib: str, target: float) -> str:
+    """"median training s (runs that reached the target / runs)" of lib's runs."""
+    mine = [r for r in runs if r["library"] == lib]
+    seconds = [reached[1] for r in mine if (reached := compare.time_to_return(r, target)) is not None]
+    median = f"{statistics.median(seconds):.0f}" if seconds else "-"
+    return f"{median} ({len(seconds)}/{len(mine)})"
+
+
 def _env_steps(record: dict) -> int:
     return int(record.get("hparams", {}).get("total_env_steps", record["env_steps"]))
 
@@ -74,10 +103,12 @@ def row(runs: Sequence[dict], libs: Sequence[str]) -> str:
                for lib in libs}
     cells = [stats.iqm_with_ci(returns[lib]) if lib in libs else "not run" for lib in LIBS]
     ratios = [_ratios(runs, "tfrl", lib) if lib in libs else "-" for lib in LIBS[1:]]
+    target = target_return(runs, libs)
+    to_target = "-" if target is None else f"{target:g}: " + " / ".join(_time_to(runs, lib, target) for lib in libs)
     cpus = ", ".join(sorted({r.get("cpu", "CPU in its block").replace("(R)", "") for r in runs}))
     days = ", ".join(sorted({r["started"].split()[0] for r in runs}))
     return (f"| {first['suite']} | {first['env_id']}, {_env_steps(first)} | {', '.join(map(str, seeds))} | "
-            f"{' | '.join(cells)} | {' | '.join(ratios)} | {first['threads']}; {cpus}; {days} |")
+            f"{' | '.join(cells)} | {' | '.join(ratios)} | {to_target} | {first['threads']}; {cpus}; {days} |")
 
 
 def markdown(results_dir: pathlib.Path, min_seeds: int, command: str) -> str:
@@ -95,10 +126,13 @@ def markdown(results_dir: pathlib.Path, min_seeds: int, command: str) -> str:
                          f"{', '.join(map(str, seeds))})")
     if not rows:
         raise UsageError(f"no suite in {results_dir} has {min_seeds}+ seeds run side by side by tfrl and SB3")
-    lines = ["| suite | env, env steps | seeds | tfrl | SB3 | SBX | wall time tfrl/SB3 | tfrl/SBX | threads; CPU; "
-             "days (UTC) |", "|---|---|---|---|---|---|---|---|---|", *rows, ""]
+    lines = ["| suite | env, env steps | seeds | tfrl | SB3 | SBX | wall time tfrl/SB3 | tfrl/SBX | target return: "
+             "training s to it, tfrl / SB3 (/ SBX) | threads; CPU; days (UTC) |", "|---" * 10 + "|", *rows, ""]
     lines.append(f"Greedy return of each library's last policy over 100 episodes: IQM over the seeds [95 % "
                  f"stratified bootstrap interval]. Wall time: tfrl's over the other's, per seed, median [min, max]. "
+                 f"Target return: the median of every run's last training return (the mean of the training episodes "
+                 f"of the last log interval), rounded down to two digits; the training seconds until a run's "
+                 f"training episodes first averaged it, median over the runs that did (how many of how many). "
                  f"The rl-baselines3-zoo settings for every library, alternated seed by seed on one machine; each "
                  f"suite's block below gives its command, machine and load. Written by `{command}`.")
     if short:

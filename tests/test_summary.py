@@ -36,7 +36,26 @@ def test_a_row_by_hand():
     assert cells[3].startswith("3.0 [") and cells[4] == "10.0 [10.0, 10.0]" and cells[5] == "-5.0 [-5.0, -5.0]"
     # tfrl's 100 s over SB3's per seed: 0.5, 0.25, 0.5, 0.4, 1.0
     assert cells[6] == "0.50 [0.25, 1.00]" and cells[7] == "1.00 [1.00, 1.00]"
-    assert cells[8] == "1; Intel Xeon; 2026-12-05"
+    assert cells[8] == "-"  # these records' curves have no clock
+    assert cells[9] == "1; Intel Xeon; 2026-12-05"
+
+
+def test_the_target_return_and_the_time_to_it_by_hand():
+    def run(library, seed, curve):
+        return {**record(library, seed, "2026-12-05 10:00", 0.0), "curve": curve}
+
+    # Last training returns: tfrl 300, 240, 180; SB3 150, 90, 2386: the median of the six is (180 + 240) / 2 = 210.
+    runs = [run("tfrl", 0, [[1000, 10.0, 100.0], [2000, 20.0, 300.0]]),
+            run("tfrl", 1, [[1000, 12.0, 190.0], [2000, 24.0, 240.0]]),
+            run("tfrl", 2, [[1000, 11.0, 50.0], [2000, 22.0, 180.0]]),
+            run("SB3", 0, [[1000, 30.0, 100.0], [2000, 60.0, 150.0]]),
+            run("SB3", 1, [[1000, 40.0, 80.0], [2000, 80.0, 90.0]]),
+            run("SB3", 2, [[1000, 50.0, 2386.0], [2000, 100.0, 2386.0]])]
+    assert summary.target_return(runs, ("tfrl", "SB3")) == 210
+    # tfrl reaches 210 at 20.0 s (seed 0) and 24.0 s (seed 1), not on seed 2: median 22; SB3 only on seed 2, at 50 s.
+    line = summary.row(runs, ("tfrl", "SB3"))
+    assert "| 210: 22 (2/3) / 50 (1/3) |" in line
+    assert (summary._round_down(2386.1), summary._round_down(-157.4), summary._round_down(0.0)) == (2300, -160, 0)
 
 
 def test_sbx_shows_when_it_ran_on_the_tables_seeds_else_not_run():
