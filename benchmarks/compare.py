@@ -535,9 +535,10 @@ def machine_description() -> str:
 def markdown_section(suite_name: str, specs: Sequence[RunSpec], records: Sequence[dict], floor: dict | None,
                      names: Sequence[str], command: str, started: str, load: tuple[str, str],
                      plot_name: str | None, target_return: float | None = None, runs: str | None = None,
-                     nothing_ran: bool = False) -> str:
+                     nothing_ran: bool = False, results_name: str | None = None) -> str:
     """`runs`: where the runs come from when some were reused (provenance); the load and machine lines are then
-    this invocation's. `nothing_ran`: every seed was reused, so this invocation trained nothing."""
+    this invocation's. `nothing_ran`: every seed was reused, so this invocation trained nothing. `results_name`:
+    the file the run records were appended to, as the section names it (None: not kept, not named)."""
     spec = specs[0]
     hp = spec.hparams
     lines = [
@@ -561,7 +562,7 @@ def markdown_section(suite_name: str, specs: Sequence[RunSpec], records: Sequenc
         f"{hp['total_env_steps']} env steps, seeds {', '.join(str(s.seed) for s in specs)}; greedy return over "
         f"{hp['final_eval_episodes']} episodes with `tfrl.evaluation` on the same env seeds for each.", "",
         summary_table(records, names), "",
-        f"Each run (library, seed, the columns above): `benchmarks/results/compare-{suite_name}.jsonl`.", "",
+        *([f"Each run (library, seed, the columns above): `{results_name}`.", ""] if results_name else []),
     ]
     if target_return is not None:
         lines += [f"Time to a return of {target_return:g}: the first log interval ({hp['log_interval']} env steps) "
@@ -722,12 +723,22 @@ def compare(suite_name: str, seeds: Sequence[int], threads: int, quick: bool, pa
     records.sort(key=lambda r: (r["seed"], names.index(r["library"])))
     section = markdown_section(suite_name, specs, records, floor, names, command, started, (load_start, load_end),
                                plot_name, target_return, provenance(records, set(reused)) if reused else None,
-                               nothing_ran=not to_run)
+                               nothing_ran=not to_run, results_name=_shown_path(results_path))
     if docs_path is not None:
         write_section(docs_path, suite_name, section)
         if not quick and results_path is not None:
             refresh_summary(docs_path, results_path.parent)
     return records, section
+
+
+def _shown_path(path: pathlib.Path | None) -> str | None:
+    """A results path as a section names it: relative to the repository when inside it."""
+    if path is None:
+        return None
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
 
 
 def refresh_summary(docs_path: pathlib.Path, results_dir: pathlib.Path) -> None:

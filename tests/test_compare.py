@@ -65,7 +65,7 @@ def test_quick_tfrl_against_a_test_double_writes_records_table_docs_and_plot(tmp
     assert ratio and float(ratio.group(1)) == pytest.approx(tfrl["train_s"] / 4.0, abs=0.006)
     assert "In-graph floor" in section and "one update per call" in section
     assert "![a2c-cartpole learning curves](images/curves.png)" in section
-    assert "Each run (library, seed, the columns above): `benchmarks/results/compare-a2c-cartpole.jsonl`" in section
+    assert f"Each run (library, seed, the columns above): `{tmp_path.resolve() / 'runs.jsonl'}`" in section
 
     # Only the a2c-cartpole section of the copy changed; the real docs did not.
     start, end = "<!-- compare:a2c-cartpole start -->", "<!-- compare:a2c-cartpole end -->"
