@@ -223,3 +223,48 @@ def test_the_export_command_writes_and_reports_every_format(trained, tmp_path):
     assert zero.returncode == 2 and zero.stderr.strip().splitlines()[-1] == (
         "export.py: error: --parity_observations must be in [1, 100000], got 0")
     assert not (tmp_path / "sac3").exists()
+
+
+class _Answers:
+    """A policy that answers fixed outputs (parity.compare reads outputs(batch) only)."""
+
+    def __init__(self, **outputs):
+        self._outputs = {name: np.asarray(value) for name, value in outputs.items()}
+
+    def outputs(self, batch):
+        return self._outputs
+
+
+def test_near_tied_actions_are_contested_and_a_decisive_flip_is_not():
+    # int8: actions must agree on 90 % of the uncontested rows, outputs stay within 5e-2 of their scale (here 1).
+    # Rows 0-8 are near ties (margin 0.05 <= 2 * 5e-2); row 9 is decisive (margin 0.5).
+    q = np.array([[0.50, 0.55]] * 9 + [[0.0, 0.5]])
+    reference = _Answers(action=q.argmax(1), q_values=q)
+    nudged = q + np.array([[0.03, -0.03]] * 9 + [[0.0, 0.0]])  # within 5e-2: the near ties swap
+    report = parity.compare(reference, _Answers(action=nudged.argmax(1), q_values=nudged), np.zeros((10, 2)),
+                            "litert", "int8")
+    assert report["contested_rows"] == 9 and report["action_agreement"] == 1.0 and report["passed"], report
+    flipped = nudged.copy()
+    flipped[9] = [0.5, 0.0]  # the decisive row flips: off by 0.5 and disagreeing
+    report = parity.compare(reference, _Answers(action=flipped.argmax(1), q_values=flipped), np.zeros((10, 2)),
+                            "litert", "int8")
+    assert report["action_agreement"] == 0.0 and not report["passed"]
+    assert "action agrees on 0.0% of the uncontested observations" in report["summary"]
+
+
+def test_illegal_logits_set_neither_the_scale_nor_the_ties():
+    # A mask's illegal logits are -1e8: over the legal ones the scale is 2, and the rows' margins are 1.
+    batch = np.zeros(2, [("observation", "f4", (1,)), ("action_mask", "u1", (3,))])
+    batch["action_mask"] = [[1, 1, 0], [1, 0, 1]]
+    logits = np.array([[1.0, 2.0, -1e8], [2.0, -1e8, 1.0]])
+    reference = _Answers(action=np.array([1, 0]), logits=logits)
+
+    def converted(nudge):
+        return _Answers(action=np.array([1, 0]), logits=logits + nudge)
+
+    # Off by 0.08 on a legal logit (0.08 / 2 = 4e-2: allowed) and by 5 on illegal ones (not compared).
+    report = parity.compare(reference, converted([[0.08, 0, 5.0], [0, 5.0, 0]]), batch, "litert", "int8")
+    assert report["contested_rows"] == 0 and report["max_error"]["logits"] == pytest.approx(0.04) and report["passed"]
+    # Off by 0.5 on a legal logit: 0.25 of the scale, which the -1e8 would have hidden (0.5 / 1e8).
+    report = parity.compare(reference, converted([[0.5, 0, 0], [0, 0, 0]]), batch, "litert", "int8")
+    assert report["max_error"]["logits"] == pytest.approx(0.25) and not report["passed"]

@@ -80,7 +80,8 @@ def _parity_line(version_dir: pathlib.Path, name: str) -> str:
     shares = [f"{key.removesuffix('_agreement')} agrees on {value:.1%}" for key, value in report.items()
               if key.endswith("_agreement")]
     errors = [f"{key} max error {value:.1e}" for key, value in report["max_error"].items()]
-    return f"parity on {report['observations']} observations: " + ", ".join(shares + errors) + (
+    contested = [f"{report['contested_rows']} near ties not counted"] if report.get("contested_rows") else []
+    return f"parity on {report['observations']} observations: " + ", ".join(shares + contested + errors) + (
         "" if report["passed"] else f"; MISMATCH kept by --allow_mismatch: {report['summary']}")
 
 

@@ -5,10 +5,11 @@ Observations come from playing the env: the SavedModel's greedy action, or with 
 (legal) one, over several episodes, so that the states are the ones a deployed policy meets, action masks
 included, rather than samples of an observation space whose bounds may be infinite.
 
-Per format and quantization (TOLERANCES): discrete actions must agree on at least `agreement` of the
-observations (and be legal where a mask says so), and every float output (Q-values, logits, values, means,
-continuous actions) must stay within `error` of the SavedModel's, relative to the larger of 1 and that output's
-largest magnitude over the batch.
+Per format and quantization (TOLERANCES): every float output (Q-values, logits, values, means, continuous actions)
+must stay within `error` of the SavedModel's, relative to the larger of 1 and that output's largest magnitude over
+the batch (over the legal actions, for outputs per action under a mask); discrete actions must agree on at least
+`agreement` of the observations where the SavedModel's two best actions differ by more than twice that error (on
+the others, an output within its tolerance may pick either), and be legal where a mask says so.
 """
 
 from __future__ import annotations
@@ -58,22 +59,35 @@ def _with_random(actions: np.ndarray, explore: np.ndarray, batch: np.ndarray, sp
 
 def compare(reference: serving.ServedPolicy, converted, batch: np.ndarray, fmt: str, quantize: str) -> dict:
     """{"passed", "observations", "action_agreement" (discrete) or "action_max_error", "max_error" per float
-    output, "tolerance", "summary"}."""
+    output, "contested_rows", "tolerance", "summary"}.
+
+    A float output may be off by the allowed error, so two actions whose reference scores (Q-values or logits)
+    differ by less than twice that error may swap places in the converted policy: such rows are contested, and
+    the actions' agreement is counted on the other rows. Outputs per action are compared on the legal actions
+    (a mask's illegal logits are -1e8, and would set the scale)."""
     agreement_needed, error_allowed = TOLERANCES[(fmt, quantize)]
     want, got = reference.outputs(batch), converted.outputs(batch)
+    legal = observations.legal_actions(batch)
+    contested = _contested_rows(want, legal, error_allowed)
     report = {"observations": int(len(batch)), "tolerance": {"agreement": agreement_needed, "error": error_allowed},
-              "max_error": {}}
+              "max_error": {}, "contested_rows": int(contested.sum())}
     problems = []
     for name, expected in want.items():
+        expected = np.asarray(expected)
         actual = np.asarray(got[name]).reshape(np.shape(expected))
-        if np.issubdtype(np.asarray(expected).dtype, np.integer):
-            share = float(np.mean(np.all((actual == expected).reshape(len(batch), -1), axis=1)))
+        if np.issubdtype(expected.dtype, np.integer):
+            agrees = np.all((actual == expected).reshape(len(batch), -1), axis=1)
+            share = float(np.mean(agrees[~contested])) if (~contested).any() else 1.0
             report[f"{name}_agreement"] = share
             if share < agreement_needed:
-                problems.append(f"{name} agrees on {share:.1%}, needs {agreement_needed:.0%}")
+                problems.append(f"{name} agrees on {share:.1%} of the uncontested observations, needs "
+                                f"{agreement_needed:.0%}")
             continue
-        scale = max(1.0, float(np.max(np.abs(expected))))
-        error = float(np.max(np.abs(actual.astype(np.float64) - expected))) / scale
+        counted = legal if legal is not None and expected.shape == legal.shape else np.ones(expected.shape, bool)
+        scale = max(1.0, float(np.max(np.abs(expected[counted]), initial=0.0)))
+        error = float(np.max(np.abs(actual.astype(np.float64) - expected)[counted], initial=0.0)) / scale
+        if not np.all(np.isfinite(actual[counted])):
+            error = float("nan")
         report["max_error"][name] = error
         if not error <= error_allowed:  # NaN fails too
             problems.append(f"{name} off by {error:.2g} of its scale, allowed {error_allowed:g}")
@@ -81,6 +95,24 @@ def compare(reference: serving.ServedPolicy, converted, batch: np.ndarray, fmt: 
     report["passed"] = not problems
     report["summary"] = "; ".join(problems) or "within tolerance"
     return report
+
+
+def _contested_rows(want: dict, legal: np.ndarray | None, error_allowed: float) -> np.ndarray:
+    """bool [N]: the rows whose two best legal actions' reference scores (q_values or logits [N, A] beside a
+    Discrete action [N]) differ by at most twice the allowed error of their scale; none without such scores."""
+    action = np.asarray(want["action"])
+    scores = want.get("q_values", want.get("logits"))
+    if scores is None or action.ndim != 1 or np.ndim(scores) != 2 or np.shape(scores)[1] < 2:
+        return np.zeros(len(action), bool)
+    scores = np.asarray(scores, np.float64)
+    if legal is not None and legal.shape == scores.shape:
+        scores = np.where(legal, scores, -np.inf)
+    finite = scores[np.isfinite(scores)]
+    scale = max(1.0, float(np.max(np.abs(finite), initial=0.0)))
+    top_two = np.sort(scores, axis=1)[:, -2:]
+    with np.errstate(invalid="ignore"):
+        margin = top_two[:, 1] - top_two[:, 0]  # inf where one action is legal: never contested
+    return margin <= 2.0 * error_allowed * scale
 
 
 def _illegal_actions(batch: np.ndarray, actions: np.ndarray) -> list[str]:
