@@ -60,14 +60,11 @@ def main(argv):
     from tfrl import runs  # imports TensorFlow: seconds
     from tfrl.portable import convert
 
-    finisher = None
-    if formats:
-        def finisher(env):
-            return convert.finisher(formats, FLAGS.litert_quantize, env, FLAGS.allow_mismatch,
-                                    FLAGS.parity_observations)
+    def finisher(env):
+        return convert.finisher(formats, FLAGS.litert_quantize, env, FLAGS.allow_mismatch, FLAGS.parity_observations)
 
     version_dir = runs.export_run(pathlib.Path(FLAGS.run_dir), pathlib.Path(FLAGS.base_path), FLAGS.model_name,
-                                  checkpoint=FLAGS.checkpoint, best=FLAGS.best, finisher=finisher)
+                                  checkpoint=FLAGS.checkpoint, best=FLAGS.best, finisher=finisher if formats else None)
     print(f"exported: {version_dir}", flush=True)
     for name in formats:
         print(f"exported: {version_dir / convert.FILES[name]} ({_parity_line(version_dir, name)})", flush=True)
