@@ -742,10 +742,14 @@ def _shown_path(path: pathlib.Path | None) -> str | None:
 
 
 def refresh_summary(docs_path: pathlib.Path, results_dir: pathlib.Path) -> None:
-    """Rewrites the summary table of benchmarks/summary.py from results_dir, in docs that hold its markers."""
+    """Rewrites the summary table of benchmarks/summary.py from results_dir, in docs that hold its markers; never
+    the repository's docs from results elsewhere (they would hold one suite, not every suite's runs)."""
     import summary  # benchmarks/summary.py imports this module
 
     if f"<!-- compare:{summary.SECTION} start -->" not in docs_path.read_text():
+        return
+    if (docs_path.resolve() == (REPO_ROOT / "docs" / "benchmarks.md").resolve()
+            and results_dir.resolve() != (BENCHMARKS_DIR / "results").resolve()):
         return
     try:
         table = summary.markdown(results_dir, summary.MIN_SEEDS, "python benchmarks/summary.py")

@@ -107,7 +107,7 @@ def test_hp_overrides_reach_both_libraries_and_the_target_table(tmp_path):
         compare.run_specs("sac-pendulum", [0], 1, False, {"no_such_hparam": "1"})
 
 
-def test_a_full_run_refreshes_the_summary_table_of_docs_that_hold_its_markers(tmp_path):
+def test_a_full_run_refreshes_the_summary_table_of_docs_that_hold_its_markers(tmp_path, monkeypatch):
     pair = (make_test_double("tfrl", tmp_path / "order.log"), make_test_double("SB3", tmp_path / "order.log"))
     docs = tmp_path / "benchmarks.md"
     docs.write_text("# B\n\n<!-- compare:summary start -->\nold\n<!-- compare:summary end -->\n")
@@ -121,6 +121,15 @@ def test_a_full_run_refreshes_the_summary_table_of_docs_that_hold_its_markers(tm
     # Seeds 0-2 over two sittings; the doubles' final returns are 100 + seed: IQM of 100, 101, 102 (none cut).
     assert "| sac-pendulum | Pendulum-v1, 5000 | 0, 1, 2 | 101.0 [" in text and "| not run |" in text
     assert "\nold\n" not in text and text.index("compare:summary start") < text.index("compare:sac-pendulum start")
+
+    # The repository's docs are never rewritten from results kept elsewhere (here: the same files, elsewhere).
+    repo = tmp_path / "repo"
+    (repo / "docs").mkdir(parents=True)
+    (repo / "docs" / "benchmarks.md").write_text("<!-- compare:summary start -->\nold\n<!-- compare:summary end -->\n")
+    monkeypatch.setattr(compare, "REPO_ROOT", repo)
+    monkeypatch.setattr(compare, "BENCHMARKS_DIR", repo / "benchmarks")
+    compare.refresh_summary(repo / "docs" / "benchmarks.md", tmp_path / "results")
+    assert "\nold\n" in (repo / "docs" / "benchmarks.md").read_text()
 
 
 def _record(library, seed, wall, train, steps_per_s, cpu, rss, ret):

@@ -18,6 +18,7 @@ NESTED = gym.spaces.Dict({
     "arm": gym.spaces.Dict({"joints": gym.spaces.Box(-1, 1, (3,), np.float32), "grip": gym.spaces.Discrete(3, start=-1)}),
     "parts": gym.spaces.Tuple((gym.spaces.MultiDiscrete([[2, 3], [4, 1]]), gym.spaces.MultiBinary(2))),
     "mode": gym.spaces.Discrete(5),
+    "grid": gym.spaces.MultiBinary([2, 3]),
 })
 
 
@@ -34,6 +35,12 @@ def test_one_hot_values_by_hand():
     assert env_space.to_fields(multi, [[0, 0], [1, 1]], "p").tolist() == [[1, 0, 0, 1, 0], [0, 1, 0, 0, 1]]
     one_hot = np.array([0.0, 1.0, 0.0], np.float32)  # floats: the converted form, unchanged
     assert env_space.to_fields(discrete, one_hot, "p") is one_hot
+    # 0/1 integers as wide as the one-hots, one 1 per dimension: the converted form too (as before env_space).
+    assert env_space.to_fields(discrete, [0, 0, 1], "p") == [0, 0, 1]
+    assert env_space.to_fields(multi, [[0, 1, 0, 1, 0]], "p") == [[0, 1, 0, 1, 0]]
+    assert env_space.to_fields(multi, np.zeros((0, 2), int), "p").shape == (0, 5)  # an empty batch
+    large = env_space.to_fields({"type": "Discrete", "n": 100_000, "start": 0}, [7, 99_999], "p")
+    assert large.shape == (2, 100_000) and large.sum() == 2 and large[0, 7] == large[1, 99_999] == 1
 
 
 def test_the_env_s_own_values_convert_as_the_env_wrapper_converts_them():
@@ -44,7 +51,8 @@ def test_the_env_s_own_values_convert_as_the_env_wrapper_converts_them():
         sample = NESTED.sample()
         expected = wrapper.observation(sample)
         converted = env_space.to_fields(own, sample, "policy")
-        assert set(converted) == set(wrapper.observation_space.spaces) == {"arm.joints", "arm.grip", "parts.0", "parts.1", "mode"}
+        assert set(converted) == set(wrapper.observation_space.spaces) == {"arm.joints", "arm.grip", "parts.0", "parts.1", "mode",
+                                                                               "grid"}
         for key, value in expected.items():
             np.testing.assert_array_equal(np.asarray(converted[key], np.float32), value, err_msg=key)
         assert env_space.to_fields(own, expected, "policy").keys() == expected.keys()  # the fields' own form
@@ -56,6 +64,9 @@ def test_which_spaces_are_described():
                                                         "b": gym.spaces.MultiBinary(4)})) == ""
     assert json.loads(observations.env_space_json(gym.spaces.Discrete(16))) == {"type": "Discrete", "n": 16,
                                                                                 "start": 0}
+    assert json.loads(observations.env_space_json(gym.spaces.MultiBinary([2, 3]))) == {"type": "MultiBinary",
+                                                                                       "shape": [2, 3]}
+    assert observations.env_space_json(gym.spaces.MultiBinary(4)) == ""
     nested_boxes = gym.spaces.Dict({"a": gym.spaces.Dict({"b": gym.spaces.Box(-1, 1, (2,))})})
     assert json.loads(observations.env_space_json(nested_boxes))["type"] == "Dict"  # dotted keys: converted
 
@@ -69,8 +80,10 @@ def test_bad_values_and_descriptions_are_one_line():
     multi = {"type": "MultiDiscrete", "nvec": [3, 2], "start": [0, 0], "shape": [2]}
     with pytest.raises(UsageError, match=r"takes observations as 2 integers of shape \(2,\)"):
         env_space.to_fields(multi, [1, 1, 1], "policy")
-    with pytest.raises(UsageError, match="not a description of an observation space"):
-        env_space.parse('{"type": "Graph"}', "model")
+    for damaged in ('{"type": "Graph"}', {"type": "Dict", "spaces": [{"type": "Box"}]}, {"type": "Discrete"},
+                    {"type": "Tuple", "spaces": 3}, "[1, 2"):
+        with pytest.raises(UsageError, match="^model: its env_space is not a description of an observation space"):
+            env_space.parse(damaged, "model")
     # A list of tuples could be a batch: it is not read as one observation, and the fields refuse it.
     tuple_space = description(gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(2))))
     assert env_space.to_fields(tuple_space, [(0, 1), (1, 0)], "policy") == [(0, 1), (1, 0)]

@@ -243,12 +243,13 @@ def test_near_tied_actions_are_contested_and_a_decisive_flip_is_not():
     nudged = q + np.array([[0.03, -0.03]] * 9 + [[0.0, 0.0]])  # within 5e-2: the near ties swap
     report = parity.compare(reference, _Answers(action=nudged.argmax(1), q_values=nudged), np.zeros((10, 2)),
                             "litert", "int8")
-    assert report["contested_rows"] == 9 and report["action_agreement"] == 1.0 and report["passed"], report
+    assert report["contested_rows"] == 9 and report["action_agreement_uncontested"] == 1.0 and report["passed"]
+    assert report["action_agreement"] == 0.1  # what a user of the file sees: 9 of the 10 actions differ
     flipped = nudged.copy()
     flipped[9] = [0.5, 0.0]  # the decisive row flips: off by 0.5 and disagreeing
     report = parity.compare(reference, _Answers(action=flipped.argmax(1), q_values=flipped), np.zeros((10, 2)),
                             "litert", "int8")
-    assert report["action_agreement"] == 0.0 and not report["passed"]
+    assert report["action_agreement_uncontested"] == 0.0 and not report["passed"]
     assert "action agrees on 0.0% of the uncontested observations" in report["summary"]
 
 

@@ -9,11 +9,13 @@ the env's space ("env_space", written by tfrl.observations.env_space_json):
     {"type": "Box"}                                          passed as it is (a Box, MultiBinary)
     {"type": "Discrete", "n": 8, "start": 0}                 an int -> a one-hot vector of 8
     {"type": "MultiDiscrete", "nvec": [3, 2], "start": [0, 0], "shape": [2]}
+    {"type": "MultiBinary", "shape": [2, 3]}                 several dimensions -> flattened
     {"type": "Dict", "spaces": {"name": {...}, ...}}         nested: dotted keys ("arm.joints")
     {"type": "Tuple", "spaces": [{...}, ...]}                a tuple: the keys "0", "1", ...
 
 Integer values of a Discrete or MultiDiscrete entry are the env's own (one, or a batch with a leading dimension);
-float values are taken as the one-hot vectors the networks read, unchanged. A batch of Tuple observations is one
+float values, and 0/1 integers as wide as the one-hot vectors with one 1 per dimension, are taken as the one-hot
+vectors the networks read, unchanged. A batch of Tuple observations is one
 tuple of arrays.
 """
 
@@ -26,7 +28,7 @@ import numpy as np
 
 from tfrl.errors import UsageError
 
-_KINDS = ("Box", "Discrete", "MultiDiscrete", "Dict", "Tuple")
+_KINDS = ("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple")
 _MISSING = object()
 
 
@@ -37,8 +39,8 @@ def parse(description: str | Mapping[str, Any] | None, source: str) -> dict | No
     try:
         space = json.loads(description) if isinstance(description, str) else dict(description)
         _check(space)
-    except (ValueError, TypeError, KeyError) as e:
-        raise UsageError(f"{source}: its env_space is not a description of an observation space ({e})") from None
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
+        raise UsageError(f"{source}: its env_space is not a description of an observation space ({e!r})") from None
     return space
 
 
@@ -51,6 +53,8 @@ def _check(space: Mapping[str, Any]) -> None:
     if kind == "MultiDiscrete" and not (len(space["nvec"]) == len(space["start"]) == int(np.prod(space["shape"]))
                                         and all(int(n) >= 1 for n in space["nvec"])):
         raise ValueError(f"MultiDiscrete nvec {space['nvec']!r}, start {space['start']!r}, shape {space['shape']!r}")
+    if kind == "MultiBinary" and not all(int(n) >= 1 for n in space["shape"]):
+        raise ValueError(f"MultiBinary shape {space['shape']!r}")
     children = space["spaces"].values() if kind == "Dict" else space["spaces"] if kind == "Tuple" else ()
     for child in children:
         _check(child)
@@ -101,23 +105,45 @@ def _reach(obs, path: tuple):
 
 
 def _entry(space: Mapping[str, Any], value, what: str, source: str):
-    """One entry: a Discrete or MultiDiscrete entry's integers as one-hot float32 vectors; anything else as is."""
-    if space["type"] not in ("Discrete", "MultiDiscrete"):
+    """One entry: a Discrete or MultiDiscrete entry's integers as one-hot float32 vectors, a MultiBinary of several
+    dimensions flattened; anything else (already converted) as is."""
+    kind = space["type"]
+    if kind == "MultiBinary":
+        return _flattened(np.asarray(value), tuple(space["shape"]))
+    if kind not in ("Discrete", "MultiDiscrete"):
         return value
     array = np.asarray(value)
-    if array.dtype.kind not in "iu":
+    if array.dtype.kind not in "iu" or _one_hot_rows(array, space):
         return value  # one-hot vectors, as the networks read them
-    if space["type"] == "Discrete":
+    if kind == "Discrete":
         return _one_hot(array, space["n"], space["start"], what, source)
     shape = tuple(space["shape"])
     lead = array.ndim - len(shape)
     if lead < 0 or array.shape[lead:] != shape:
         raise UsageError(f"{source} takes {what} as {len(space['nvec'])} integers of shape {shape} (or a batch "
                          f"[N, *{shape}]), or as their one-hot vectors; got integers of shape {array.shape}")
-    flat = array.reshape(*array.shape[:lead], -1)
+    flat = array.reshape(*array.shape[:lead], len(space["nvec"]))
     parts = [_one_hot(flat[..., j], n, start, f"{what} (dimension {j})", source)
              for j, (n, start) in enumerate(zip(space["nvec"], space["start"]))]
     return np.concatenate(parts, axis=-1)
+
+
+def _one_hot_rows(array: np.ndarray, space: Mapping[str, Any]) -> bool:
+    """Whether integers are already the one-hot vectors (the converted form, as 0/1 integers): rows as wide as the
+    one-hots, each with exactly one 1 per dimension. The env's own values never take that shape, except a batch of
+    exactly n Discrete values of which one is 1 and the others 0, read as one one-hot vector, as before."""
+    widths = [space["n"]] if space["type"] == "Discrete" else list(space["nvec"])
+    if array.ndim < 1 or array.shape[-1] != sum(widths) or not np.isin(array, (0, 1)).all():
+        return False
+    ones = np.add.reduceat(array, np.cumsum([0] + widths[:-1]), axis=-1)
+    return bool((ones == 1).all())
+
+
+def _flattened(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A MultiBinary of several dimensions [..., *shape] as the networks read it, [..., prod(shape)]."""
+    if len(shape) > 1 and array.ndim >= len(shape) and array.shape[array.ndim - len(shape):] == shape:
+        return array.reshape(*array.shape[:array.ndim - len(shape)], int(np.prod(shape)))
+    return array
 
 
 def _one_hot(array: np.ndarray, n: int, start: int, what: str, source: str) -> np.ndarray:
@@ -125,4 +151,6 @@ def _one_hot(array: np.ndarray, n: int, start: int, what: str, source: str) -> n
     if index.size and (index.min() < 0 or index.max() >= n):
         bad = array.ravel()[np.flatnonzero((index.ravel() < 0) | (index.ravel() >= n))[0]]
         raise UsageError(f"{source}: {what} takes integers from {start} to {start + n - 1}, got {bad}")
-    return np.eye(n, dtype=np.float32)[index]
+    one_hot = np.zeros((*index.shape, n), np.float32)  # rows of n, not an n x n identity (n may be large)
+    np.put_along_axis(one_hot, index[..., None], 1.0, axis=-1)
+    return one_hot

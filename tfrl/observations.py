@@ -135,7 +135,9 @@ def _description(space: gym.Space) -> dict:
         return {"type": "Dict", "spaces": {str(name): _description(sub) for name, sub in space.spaces.items()}}
     if isinstance(space, gym.spaces.Tuple):
         return {"type": "Tuple", "spaces": [_description(sub) for sub in space.spaces]}
-    return {"type": "Box"}  # a Box or MultiBinary: the policy object casts its values
+    if isinstance(space, gym.spaces.MultiBinary) and len(space.shape) > 1:
+        return {"type": "MultiBinary", "shape": list(space.shape)}  # flattened for the networks
+    return {"type": "Box"}  # a Box, a MultiBinary of one dimension: the policy object casts its values
 
 
 def _converted(description: dict, top: bool) -> bool:

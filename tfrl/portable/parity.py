@@ -58,13 +58,14 @@ def _with_random(actions: np.ndarray, explore: np.ndarray, batch: np.ndarray, sp
 
 
 def compare(reference: serving.ServedPolicy, converted, batch: np.ndarray, fmt: str, quantize: str) -> dict:
-    """{"passed", "observations", "action_agreement" (discrete) or "action_max_error", "max_error" per float
-    output, "contested_rows", "tolerance", "summary"}.
+    """{"passed", "observations", "action_agreement" (discrete, every row) and "action_agreement_uncontested",
+    "max_error" per float output, "contested_rows", "tolerance", "summary"}.
 
     A float output may be off by the allowed error, so two actions whose reference scores (Q-values or logits)
-    differ by less than twice that error may swap places in the converted policy: such rows are contested, and
-    the actions' agreement is counted on the other rows. Outputs per action are compared on the legal actions
-    (a mask's illegal logits are -1e8, and would set the scale)."""
+    differ by at most twice that error may swap places in the converted policy: such rows are contested, and the
+    actions' agreement that passes or fails the check is counted on the other rows (none left: the float errors
+    decide alone). Outputs per action are compared on the legal actions (a mask's illegal logits are -1e8, and
+    would set the scale)."""
     agreement_needed, error_allowed = TOLERANCES[(fmt, quantize)]
     want, got = reference.outputs(batch), converted.outputs(batch)
     legal = observations.legal_actions(batch)
@@ -77,11 +78,12 @@ def compare(reference: serving.ServedPolicy, converted, batch: np.ndarray, fmt: 
         actual = np.asarray(got[name]).reshape(np.shape(expected))
         if np.issubdtype(expected.dtype, np.integer):
             agrees = np.all((actual == expected).reshape(len(batch), -1), axis=1)
-            share = float(np.mean(agrees[~contested])) if (~contested).any() else 1.0
-            report[f"{name}_agreement"] = share
-            if share < agreement_needed:
-                problems.append(f"{name} agrees on {share:.1%} of the uncontested observations, needs "
-                                f"{agreement_needed:.0%}")
+            report[f"{name}_agreement"] = float(np.mean(agrees))  # what a user of the file sees
+            if (~contested).any():
+                share = report[f"{name}_agreement_uncontested"] = float(np.mean(agrees[~contested]))
+                if share < agreement_needed:
+                    problems.append(f"{name} agrees on {share:.1%} of the uncontested observations, needs "
+                                    f"{agreement_needed:.0%}")
             continue
         counted = legal if legal is not None and expected.shape == legal.shape else np.ones(expected.shape, bool)
         scale = max(1.0, float(np.max(np.abs(expected[counted]), initial=0.0)))
