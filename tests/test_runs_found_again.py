@@ -239,6 +239,9 @@ import os, pathlib, signal, sys
 sys.path.insert(0, {tests!r})
 import tfrl
 
+# A terminal's Ctrl-C, whatever pytest was started under (a shell's background job inherits SIGINT ignored).
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 class CtrlC(tfrl.Callback):
     def on_log(self, record):
         if record["env_step"] == 500:

@@ -237,7 +237,8 @@ def test_a_custom_env_and_frozen_lake_are_learned_from_the_command_line(launches
     config = json.loads((launch.run_dir / "config.json").read_text())
     if name == "frozen_lake":  # the kwarg reached gymnasium.make; the 16 Discrete states are one-hot
         assert config["env_kwargs"] == {"is_slippery": False}
-        assert config["env_info"] == {"env_id": "FrozenLake-v1", "obs_shape": [16], "num_actions": 4}
+        assert config["env_info"] == {"env_id": "FrozenLake-v1", "obs_shape": [16], "num_actions": 4,
+                                      "env_space": {"type": "Discrete", "n": 16, "start": 0}}
 
 
 def test_hp_help_lists_every_hyperparameter_with_default_and_preset_value(launches):
