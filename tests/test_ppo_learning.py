@@ -256,7 +256,7 @@ def test_config_range_checks(overrides, message):
 
 @pytest.mark.parametrize("env_id, expected", [
     ("CartPole-v1", "ppo-cartpole"), ("LunarLander-v2", "ppo-lunarlander"), ("LunarLander-v3", "ppo-lunarlander"),
-    ("InvertedPendulum-v5", "ppo-invertedpendulum-sb3zoo"), ("HalfCheetah-v5", "ppo-halfcheetah-sb3zoo"),
+    ("InvertedPendulum-v5", "ppo-invertedpendulum"), ("HalfCheetah-v5", "ppo-halfcheetah-sb3zoo"),
 ])
 def test_presets_load_and_auto_pick_the_tuned_one(env_id, expected):
     preset = presets.find("ppo", env_id, dirs=[REPO_ROOT / "tfrl" / "presets"])
@@ -273,16 +273,22 @@ def test_lunarlander_preset_is_the_zoo_settings():
     assert (config.learning_rate, config.clip_range, config.adam_epsilon, config.max_grad_norm) == (3e-4, 0.2, 1e-5, 0.5)
 
 
-def test_mujoco_inverted_pendulum_picks_the_zoo_preset_and_a_short_run_exports(tmp_path):
-    # The zoo's settings cut to 640 env steps: 20 rollouts of 32 transitions from 1 env, each 5 epochs of one
-    # minibatch (SB3 makes the zoo's batch_size 64 the whole rollout of 32), so 100 gradient steps.
+def test_mujoco_inverted_pendulum_picks_tfrls_preset_and_a_short_run_exports(tmp_path):
+    # tfrl's preset: the zoo's settings for 100k env steps, keeping the best of evaluations every 10k.
+    own = presets.find("ppo", "InvertedPendulum-v5", dirs=[REPO_ROOT / "tfrl" / "presets"])
+    zoo = presets.find("ppo", "InvertedPendulum-v5", name="ppo-invertedpendulum-sb3zoo",
+                       dirs=[REPO_ROOT / "tfrl" / "presets"])
+    assert own.hparams == {**zoo.hparams, "total_env_steps": 100_000, "eval_interval": 10_000, "eval_episodes": 10,
+                           "keep_best_policy": True}
+    # Cut to 640 env steps: 20 rollouts of 32 transitions from 1 env, each 5 epochs of one minibatch (SB3 makes
+    # the zoo's batch_size 64 the whole rollout of 32), so 100 gradient steps.
     import tfrl
 
     run = tfrl.train("ppo", "InvertedPendulum-v5", hp={"total_env_steps": 640, "eval_interval": 320,
                                                         "eval_episodes": 2, "final_eval_episodes": 2},
                      run_dir=tmp_path, verbose=0)
     config = json.loads((tmp_path / "config.json").read_text())
-    assert config["preset"] == "ppo-invertedpendulum-sb3zoo"
+    assert config["preset"] == "ppo-invertedpendulum" and config["hparams"]["keep_best_policy"] is True
     assert run.complete and run.result["updates"] == 20 and run.result["gradient_steps"] == 100
     assert tfrl.load_policy(run.saved_model)(np.zeros(4, np.float32)).shape == (1,)
 
