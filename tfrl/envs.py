@@ -128,7 +128,7 @@ class EnvSpec:
             if not isinstance(env, gym.Env):
                 raise EnvIdError(f"the env factory {self.name} returned {type(env).__name__}, not a gymnasium.Env")
         made = gym.wrappers.RecordEpisodeStatistics(adapted(env, self.name))
-        made.tfrl_env_space = _env_space(env)
+        made.tfrl_own_env = env  # the env before tfrl's adapters: make_vector_env describes its space once
         return made
 
 
@@ -209,8 +209,7 @@ def adapted(env: gym.Env, env_name: str) -> gym.Env:
     and no action_mask entry gets its mask as one (MaskedObservation); Dict and Tuple observations become a flat
     Dict of converted entries (StructuredObservation); the others go through observation_adapter."""
     space = env.observation_space
-    has_mask_entry = isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces
-    if _has_method(env, "action_masks") and not has_mask_entry:
+    if _mask_from_method(env):
         env, space = _masked(env, env_name), None
     if space is not None and stored_as_given(space):
         return env
@@ -223,13 +222,20 @@ def adapted(env: gym.Env, env_name: str) -> gym.Env:
     return env if adapter is None else adapter(env)
 
 
-def _env_space(env: gym.Env) -> str:
-    """env_space_json of the env's own observations; "" for an env whose mask comes from its action_masks(): its
-    policy takes {"observation", "action_mask"}, not the env's observation alone."""
+def _mask_from_method(env: gym.Env) -> bool:
+    """The env has an action_masks() method and no action_mask entry: MaskedObservation adds its mask."""
     space = env.observation_space
-    if _has_method(env, "action_masks") and not (isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces):
+    return _has_method(env, "action_masks") and not (isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces)
+
+
+def _env_space(made: gym.Env) -> str:
+    """env_space_json of the observations of the env under EnvSpec.make's adapters; "" for an env made otherwise
+    (Atari's), or whose mask comes from its action_masks(): its policy takes {"observation", "action_mask"}, not
+    the env's observation alone."""
+    own = getattr(made, "tfrl_own_env", None)
+    if own is None or _mask_from_method(own):
         return ""
-    return env_space_json(space)
+    return env_space_json(own.observation_space)
 
 
 def _has_method(env: gym.Env, name: str) -> bool:
@@ -299,7 +305,7 @@ def make_vector_env(env: EnvSpec | str, num_envs: int, seed: int, vector_mode: s
     vector_env.obs_dtype = vector_env.obs_spec.numpy_dtype
     vector_env.frame_stack = atari_preprocessing.frame_stack(spec.kwargs) if spec.atari else 0
     # The env's own space, for the policy objects of its exports (a sync env's copies are here to ask).
-    vector_env.env_space = getattr(vector_env.envs[0], "tfrl_env_space", "") if vector_mode == "sync" else ""
+    vector_env.env_space = _env_space(vector_env.envs[0]) if vector_mode == "sync" else ""
     try:
         vector_env.action_nvec = env_info(vector_env, spec.name).action_nvec  # spaces tfrl can train on
     except EnvIdError:
