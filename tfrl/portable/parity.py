@@ -85,15 +85,13 @@ def compare(reference: serving.ServedPolicy, converted, batch: np.ndarray, fmt: 
                     problems.append(f"{name} agrees on {share:.1%} of the uncontested observations, needs "
                                     f"{agreement_needed:.0%}")
             continue
-        counted = legal if legal is not None and expected.shape == legal.shape else np.ones(expected.shape, bool)
-        scale = max(1.0, float(np.max(np.abs(expected[counted]), initial=0.0)))
-        error = float(np.max(np.abs(actual.astype(np.float64) - expected)[counted], initial=0.0)) / scale
-        if not np.all(np.isfinite(actual[counted])):
-            error = float("nan")
+        counted = _counted(expected, legal)
+        error = float(np.max(np.abs(actual.astype(np.float64) - expected)[counted], initial=0.0))  # NaN stays NaN
+        error /= _scale(expected, counted)
         report["max_error"][name] = error
         if not error <= error_allowed:  # NaN fails too
             problems.append(f"{name} off by {error:.2g} of its scale, allowed {error_allowed:g}")
-    problems += _illegal_actions(batch, np.asarray(got["action"]))
+    problems += _illegal_actions(legal, np.asarray(got["action"]))
     report["passed"] = not problems
     report["summary"] = "; ".join(problems) or "within tolerance"
     return report
@@ -107,18 +105,25 @@ def _contested_rows(want: dict, legal: np.ndarray | None, error_allowed: float) 
     if scores is None or action.ndim != 1 or np.ndim(scores) != 2 or np.shape(scores)[1] < 2:
         return np.zeros(len(action), bool)
     scores = np.asarray(scores, np.float64)
-    if legal is not None and legal.shape == scores.shape:
-        scores = np.where(legal, scores, -np.inf)
-    finite = scores[np.isfinite(scores)]
-    scale = max(1.0, float(np.max(np.abs(finite), initial=0.0)))
-    top_two = np.sort(scores, axis=1)[:, -2:]
+    counted = _counted(scores, legal)
+    scale = _scale(scores, counted)
+    top_two = np.sort(np.where(counted, scores, -np.inf), axis=1)[:, -2:]
     with np.errstate(invalid="ignore"):
         margin = top_two[:, 1] - top_two[:, 0]  # inf where one action is legal: never contested
     return margin <= 2.0 * error_allowed * scale
 
 
-def _illegal_actions(batch: np.ndarray, actions: np.ndarray) -> list[str]:
-    legal = observations.legal_actions(batch)
+def _counted(values: np.ndarray, legal: np.ndarray | None) -> np.ndarray:
+    """bool, values' shape: the entries compared; an output per action under a mask, its legal actions only."""
+    return legal if legal is not None and values.shape == legal.shape else np.ones(values.shape, bool)
+
+
+def _scale(values: np.ndarray, counted: np.ndarray) -> float:
+    """The larger of 1 and the largest magnitude among the counted entries."""
+    return max(1.0, float(np.max(np.abs(values[counted]), initial=0.0)))
+
+
+def _illegal_actions(legal: np.ndarray | None, actions: np.ndarray) -> list[str]:
     if legal is None or actions.ndim != 1:
         return []
     illegal = int(np.sum(~legal[np.arange(len(actions)), actions.astype(np.int64)]))
