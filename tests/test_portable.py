@@ -251,6 +251,11 @@ def test_near_tied_actions_are_contested_and_a_decisive_flip_is_not():
                             "litert", "int8")
     assert report["action_agreement_uncontested"] == 0.0 and not report["passed"]
     assert "action agrees on 0.0% of the uncontested observations" in report["summary"]
+    broken = nudged.copy()
+    broken[3, 0] = np.nan  # a NaN (or Inf) output fails however close the rest is
+    report = parity.compare(reference, _Answers(action=nudged.argmax(1), q_values=broken), np.zeros((10, 2)),
+                            "litert", "int8")
+    assert np.isnan(report["max_error"]["q_values"]) and not report["passed"]
 
 
 def test_illegal_logits_set_neither_the_scale_nor_the_ties():
