@@ -59,8 +59,7 @@ def newest_partial(records: Sequence[dict], table: list[dict] | None) -> tuple[d
 def _ratios(runs: Sequence[dict], base: str, other: str) -> str:
     """base's wall time over other's, per seed: median [min, max]."""
     by_seed = {lib: {r["seed"]: r["wall_s"] for r in runs if r["library"] == lib} for lib in (base, other)}
-    ratios = [by_seed[base][seed] / by_seed[other][seed] for seed in sorted(by_seed[base])]
-    return f"{statistics.median(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}]"
+    return compare._median_spread([by_seed[base][seed] / by_seed[other][seed] for seed in sorted(by_seed[base])], 2)
 
 
 def target_return(runs: Sequence[dict], libs: Sequence[str]) -> float | None:
