@@ -27,6 +27,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from tfrl.errors import UsageError
+from tfrl.policy_inputs import nested_key
 
 _KINDS = ("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple")
 _MISSING = object()
@@ -89,7 +90,7 @@ def _leaves(space: Mapping[str, Any], prefix: str, path: tuple) -> list[tuple[st
         return [(prefix, path, space)]
     leaves = []
     for name, index, child in items:
-        leaves += _leaves(child, f"{prefix}.{name}" if prefix else name, (*path, index))
+        leaves += _leaves(child, nested_key(prefix, name), (*path, index))
     return leaves
 
 

@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 import gymnasium as gym
 import numpy as np
 
-from tfrl.policy_inputs import FLAT_KEY, MASK_KEY, Field  # noqa: F401 - defined there without gymnasium
+from tfrl.policy_inputs import FLAT_KEY, MASK_KEY, Field, nested_key  # noqa: F401 - defined there without gymnasium
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,7 +114,7 @@ def _entries(space, prefix: str):
         return [(prefix, (space, _converted_space(space, prefix)))]
     entries = []
     for name, sub in items:
-        entries += _entries(sub, f"{prefix}.{name}" if prefix else str(name))
+        entries += _entries(sub, nested_key(prefix, name))
     return entries
 
 

@@ -20,6 +20,11 @@ FLAT_KEY = "observation"  # the one field of a flat env, and the export's input 
 STATE_NAME = "state"  # the export's state input and output of a policy with memory
 
 
+def nested_key(prefix: str, name) -> str:
+    """A nested Dict or Tuple entry's key: its parents' keys and its own name (a Tuple's: its index), dotted."""
+    return f"{prefix}.{name}" if prefix else str(name)
+
+
 def input_name(key: str) -> str:
     """A Dict observation field's input name in the serving signature ("." becomes "_")."""
     return key.replace(".", "_")
