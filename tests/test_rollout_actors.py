@@ -2,14 +2,18 @@
 each env's seed (two actors) and report episodes on the run's clock; a training run with one actor is the
 in-process run; a killed actor is replaced and the run completes; a driver killed with SIGKILL resumes through a
 two-node cluster; bad input is one line. Ray runs locally on 2 CPUs without its dashboard or token, its files
-under the test's tmp dir, and is shut down at the end (the two-node cluster's processes are killed)."""
+in a short temp dir of the test's own, and is shut down at the end (the two-node cluster's processes are killed,
+the temp dirs removed)."""
 
+import contextlib
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -40,18 +44,30 @@ SHORT_PPO = {"total_env_steps": 1024, "num_envs": 4, "rollout_length": 32, "batc
              "checkpoint_interval": 0}
 
 
+@contextlib.contextmanager
+def _ray_temp_dir():
+    """A new dir for Ray's files, removed after the block. Not under pytest's tmp dir: Ray puts its sockets ~65
+    bytes below it, and AF_UNIX paths end at 107 bytes, which pytest's numbered dirs can pass."""
+    path = pathlib.Path(tempfile.mkdtemp(prefix="tfrl-ray-", dir="/tmp" if os.path.isdir("/tmp") else None))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
-def ray_local(tmp_path_factory):
+def ray_local():
     import ray  # the test extra installs it
 
     saved = {name: os.environ.get(name) for name in ("PYTHONPATH", "RAY_AUTH_MODE")}
     # The actors import tests/actor_envs.py; a local test cluster needs no token (none is written to ~/.ray).
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), saved["PYTHONPATH"]]))
     os.environ["RAY_AUTH_MODE"] = "disabled"
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=str(tmp_path_factory.mktemp("ray")),
-             logging_level="ERROR", log_to_driver=False)
-    yield ray
-    ray.shutdown()
+    with _ray_temp_dir() as temp_dir:
+        ray.init(num_cpus=2, include_dashboard=False, _temp_dir=str(temp_dir), logging_level="ERROR",
+                 log_to_driver=False)
+        yield ray
+        ray.shutdown()
     for name, value in saved.items():
         if value is None:
             os.environ.pop(name, None)
@@ -268,17 +284,17 @@ def _kill_processes_of(paths):
 
 
 @pytest.fixture
-def two_nodes(tmp_path_factory):
+def two_nodes():
     """A Ray cluster of two nodes of one CPU each on this machine, each with its own temp dir: (its address, the
     second node's temp dir)."""
-    head_dir, node_dir = tmp_path_factory.mktemp("head"), tmp_path_factory.mktemp("node")
     port = 20000 + os.getpid() % 20000
-    try:
-        _ray_start("--head", f"--port={port}", "--include-dashboard=false", temp_dir=head_dir)
-        _ray_start(f"--address=127.0.0.1:{port}", temp_dir=node_dir)
-        yield f"127.0.0.1:{port}", node_dir
-    finally:
-        _kill_processes_of([head_dir, node_dir])
+    with _ray_temp_dir() as head_dir, _ray_temp_dir() as node_dir:
+        try:
+            _ray_start("--head", f"--port={port}", "--include-dashboard=false", temp_dir=head_dir)
+            _ray_start(f"--address=127.0.0.1:{port}", temp_dir=node_dir)
+            yield f"127.0.0.1:{port}", node_dir
+        finally:
+            _kill_processes_of([head_dir, node_dir])
 
 
 def _train_script(run_dir, address, *extra):
