@@ -35,8 +35,13 @@ def test_one_hot_values_by_hand():
     assert env_space.to_fields(multi, [[0, 0], [1, 1]], "p").tolist() == [[1, 0, 0, 1, 0], [0, 1, 0, 0, 1]]
     one_hot = np.array([0.0, 1.0, 0.0], np.float32)  # floats: the converted form, unchanged
     assert env_space.to_fields(discrete, one_hot, "p") is one_hot
-    # 0/1 integers as wide as the one-hots, one 1 per dimension: the converted form too (as before env_space).
-    assert env_space.to_fields(discrete, [0, 0, 1], "p") == [0, 0, 1]
+    # Rows of 0/1 integers as wide as the one-hots, one 1 per dimension: the converted form too.
+    assert env_space.to_fields(discrete, [[0, 0, 1]], "p") == [[0, 0, 1]]
+    # A flat Discrete batch is the env's own values, even where it could be read as one one-hot row: two envs of
+    # a Discrete(2) in states 0 and 1 are two observations, not the one-hot of state 1.
+    binary = {"type": "Discrete", "n": 2, "start": 0}
+    assert env_space.to_fields(binary, np.array([0, 1]), "p").tolist() == [[1, 0], [0, 1]]
+    assert env_space.to_fields(discrete, [0, 0, 1], "p").tolist() == [[0, 1, 0], [0, 1, 0], [0, 0, 1]]
     assert env_space.to_fields(multi, [[0, 1, 0, 1, 0]], "p") == [[0, 1, 0, 1, 0]]
     assert env_space.to_fields(multi, np.zeros((0, 2), int), "p").shape == (0, 5)  # an empty batch
     large = env_space.to_fields({"type": "Discrete", "n": 100_000, "start": 0}, [7, 99_999], "p")

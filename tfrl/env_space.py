@@ -14,9 +14,9 @@ the env's space ("env_space", written by tfrl.observations.env_space_json):
     {"type": "Tuple", "spaces": [{...}, ...]}                a tuple: the keys "0", "1", ...
 
 Integer values of a Discrete or MultiDiscrete entry are the env's own (one, or a batch with a leading dimension);
-float values, and 0/1 integers as wide as the one-hot vectors with one 1 per dimension, are taken as the one-hot
-vectors the networks read, unchanged. A batch of Tuple observations is one
-tuple of arrays.
+float values, and rows of 0/1 integers as wide as the one-hot vectors with one 1 per dimension, are taken as the
+one-hot vectors the networks read, unchanged. A Discrete entry's integer one-hots come as a batch [N, n]: a flat
+[n] is n of the env's own values. A batch of Tuple observations is one tuple of arrays.
 """
 
 from __future__ import annotations
@@ -131,10 +131,14 @@ def _entry(space: Mapping[str, Any], value, what: str, source: str):
 
 def _one_hot_rows(array: np.ndarray, space: Mapping[str, Any]) -> bool:
     """Whether integers are already the one-hot vectors (the converted form, as 0/1 integers): rows as wide as the
-    one-hots, each with exactly one 1 per dimension. The env's own values never take that shape, except a batch of
-    exactly n Discrete values of which one is 1 and the others 0, read as one one-hot vector, as before."""
-    widths = [space["n"]] if space["type"] == "Discrete" else list(space["nvec"])
-    if array.ndim < 1 or array.shape[-1] != sum(widths) or not np.isin(array, (0, 1)).all():
+    one-hots, each with exactly one 1 per dimension. The env's own values never take that shape: a Discrete
+    entry's are scalars, so only a batch of rows [N, n] is read as one-hots (a flat [n] is a batch of n values,
+    such as two envs' states 0 and 1 of a Discrete(2)); a MultiDiscrete entry's rows are as wide as its
+    dimensions, narrower than the one-hots unless every dimension has one value, whose one-hot is the same."""
+    discrete = space["type"] == "Discrete"
+    widths = [space["n"]] if discrete else list(space["nvec"])
+    if (array.ndim < (2 if discrete else 1) or array.shape[-1] != sum(widths)
+            or not np.isin(array, (0, 1)).all()):
         return False
     ones = np.add.reduceat(array, np.cumsum([0] + widths[:-1]), axis=-1)
     return bool((ones == 1).all())
