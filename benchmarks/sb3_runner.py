@@ -375,34 +375,11 @@ def without_mask_keys(env_id: str) -> list[str]:
         probe.close()
 
 
-def main(argv):
-    cli.no_extra_args(argv)
-    if not FLAGS.spec or not FLAGS.run_dir:
-        raise UsageError("--spec and --run_dir are required")
-    spec = json.loads(pathlib.Path(FLAGS.spec).read_text())
-    # SB3's logger imports torch.utils.tensorboard, and TensorBoard imports TensorFlow when it finds it
-    # (here it does: tfrl's environment). That would add TF's import time and ~400 MB to SB3's numbers,
-    # which an SB3 user without TF never pays; TensorBoard falls back to its stub without it.
-    sys.modules["tensorflow"] = None  # makes `import tensorflow` raise ImportError in this process
-    if FLAGS.library == "sbx":
-        limit_jax_threads(spec["threads"])
-    torch = cli.require_extra("torch", "bench", "the Stable-Baselines3 runner")
-    sb3 = cli.require_extra("stable_baselines3", "bench", "the Stable-Baselines3 runner")
-    from stable_baselines3.common.callbacks import BaseCallback
+def _training_curve(base_callback: type, metrics, log_interval: int):
+    """An SB3 callback (a subclass of SB3's BaseCallback, given so that this module imports SB3 only when it runs)
+    writing tfrl-shaped "train" records to `metrics` from the Monitor episode infos, every log_interval env steps."""
 
-    # Before any torch op; compare.py gives tfrl the same numbers as --intra_op_threads/--inter_op_threads.
-    torch.set_num_threads(spec["threads"])
-    torch.set_num_interop_threads(spec["threads"])
-    hp, seed = spec["hparams"], spec["seed"]
-    run_dir = pathlib.Path(FLAGS.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    # SB3's logger makes a folder even when it writes nothing: $SB3_LOGDIR, else a new /tmp/SB3-<time> per run.
-    os.environ["SB3_LOGDIR"] = str(run_dir / "sb3-logger")
-    metrics = open(run_dir / "metrics.jsonl", "w", buffering=1)
-
-    class TrainingCurve(BaseCallback):
-        """Writes tfrl-shaped "train" records from the Monitor episode infos, every log_interval env steps."""
-
+    class TrainingCurve(base_callback):
         def __init__(self, log_interval: int):
             super().__init__()
             self.log_interval = log_interval
@@ -434,8 +411,36 @@ def main(argv):
             self.episodes.clear()
             self.last_time, self.last_step = now, self.num_timesteps
 
+    return TrainingCurve(log_interval)
+
+
+def main(argv):
+    cli.no_extra_args(argv)
+    if not FLAGS.spec or not FLAGS.run_dir:
+        raise UsageError("--spec and --run_dir are required")
+    spec = json.loads(pathlib.Path(FLAGS.spec).read_text())
+    # SB3's logger imports torch.utils.tensorboard, and TensorBoard imports TensorFlow when it finds it
+    # (here it does: tfrl's environment). That would add TF's import time and ~400 MB to SB3's numbers,
+    # which an SB3 user without TF never pays; TensorBoard falls back to its stub without it.
+    sys.modules["tensorflow"] = None  # makes `import tensorflow` raise ImportError in this process
+    if FLAGS.library == "sbx":
+        limit_jax_threads(spec["threads"])
+    torch = cli.require_extra("torch", "bench", "the Stable-Baselines3 runner")
+    sb3 = cli.require_extra("stable_baselines3", "bench", "the Stable-Baselines3 runner")
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    # Before any torch op; compare.py gives tfrl the same numbers as --intra_op_threads/--inter_op_threads.
+    torch.set_num_threads(spec["threads"])
+    torch.set_num_interop_threads(spec["threads"])
+    hp, seed = spec["hparams"], spec["seed"]
+    run_dir = pathlib.Path(FLAGS.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    # SB3's logger makes a folder even when it writes nothing: $SB3_LOGDIR, else a new /tmp/SB3-<time> per run.
+    os.environ["SB3_LOGDIR"] = str(run_dir / "sb3-logger")
+    metrics = open(run_dir / "metrics.jsonl", "w", buffering=1)
+
     env, model, greedy = build_sbx_model(spec) if FLAGS.library == "sbx" else build_model(spec, sb3)
-    curve = TrainingCurve(hp["log_interval"])
+    curve = _training_curve(BaseCallback, metrics, hp["log_interval"])
     model.learn(total_timesteps=hp["total_env_steps"], callback=curve)
     if curve.last_step != model.num_timesteps:
         curve.write()  # the last partial log interval
