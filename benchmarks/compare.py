@@ -319,19 +319,15 @@ def _random_rollout(rows: int, info, rng):
 
 
 def _env_info(env_id: str):
-    """The EnvInfo of one env of env_id (Discrete or Box actions)."""
-    import gymnasium as gym
+    """The EnvInfo a run of env_id trains with: its env made as tfrl makes it (which also routes MuJoCo's
+    warnings to logging instead of printing them and appending them to MUJOCO_LOG.TXT in the working dir)."""
+    from tfrl import envs
 
-    from tfrl.envs import EnvInfo
-
-    probe = gym.make(env_id)
-    space = probe.action_space
-    obs_shape = tuple(probe.observation_space.shape)
-    probe.close()
-    if isinstance(space, gym.spaces.Discrete):
-        return EnvInfo(env_id, obs_shape, int(space.n))
-    return EnvInfo(env_id, obs_shape, 0, action_shape=tuple(space.shape), action_low=tuple(map(float, space.low)),
-                   action_high=tuple(map(float, space.high)))
+    vector_env = envs.make_vector_env(env_id, num_envs=1, seed=0)
+    try:
+        return envs.env_info(vector_env, env_id)
+    finally:
+        vector_env.close()
 
 
 def _off_policy_floor(agent: str, config, info, runtime, rng, calls: int, repeats: int):
