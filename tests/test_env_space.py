@@ -119,6 +119,13 @@ def test_a_portable_policy_converts_with_its_metadata():
                             {"observation": Field("observation", (4,), "float32")}, metadata)
     policy(2)
     assert fed[0]["observation"].tolist() == [[0.0, 0.0, 1.0, 0.0]]
+    binary = PortablePolicy(pathlib.Path("policy.tflite"),
+                            lambda inputs: fed.append(inputs) or {"action": np.zeros(len(inputs["observation"]))},
+                            {"observation": Field("observation", (2,), "float32")},
+                            {"observation": {"shape": [2], "dtype": "float32",
+                                             "env_space": {"type": "Discrete", "n": 2, "start": 0}}})
+    assert binary(np.array([0, 1])).shape == (2,)  # two envs' states: two actions
+    assert fed[1]["observation"].tolist() == [[1.0, 0.0], [0.0, 1.0]]
 
 
 def test_a_config_with_a_damaged_env_space_is_refused_in_one_line(tmp_path):
