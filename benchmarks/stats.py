@@ -39,8 +39,13 @@ def bootstrap_ci(scores, statistic: Callable[[np.ndarray], float] = iqm, repetit
     for k in range(repetitions):
         picks = rng.integers(0, runs, size=(runs, tasks))  # runs drawn within each task
         values[k] = statistic(np.take_along_axis(scores, picks, axis=0))
-    low, high = np.percentile(values, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    low, high = _percentile_interval(values, alpha)
     return float(low), float(high)
+
+
+def _percentile_interval(values: np.ndarray, alpha: float) -> np.ndarray:
+    """[low, high] of the resampled statistic (axis 0: the resamples): its alpha/2 and 1 - alpha/2 percentiles."""
+    return np.percentile(values, [100 * alpha / 2, 100 * (1 - alpha / 2)], axis=0)
 
 
 def iqm_with_ci(scores, digits: int = 1, seed: int = 0) -> str:
@@ -81,6 +86,5 @@ def profile_ci(task_scores, thresholds: Sequence[float], repetitions: int = 2000
     for k in range(repetitions):
         resample = [scores[rng.integers(0, len(scores), size=len(scores))] for scores in tasks]
         values[k] = performance_profile(resample, thresholds)
-    low = np.percentile(values, 100 * alpha / 2, axis=0)
-    high = np.percentile(values, 100 * (1 - alpha / 2), axis=0)
+    low, high = _percentile_interval(values, alpha)
     return [(float(lo), float(hi)) for lo, hi in zip(low, high)]
