@@ -53,7 +53,8 @@ def test_a2c_run_checkpoints_and_exports_the_greedy_policy_of_its_final_checkpoi
     restored = checkpoints.Checkpointer(run_dir, learner.checkpoint_items()).restore_latest()
     assert restored.env_step == 4000 and restored.arrays == {}
     assert int(learner.updates.numpy()) == 4000 // STEPS_PER_UPDATE
-    assert set(restored.loop_state) == {"next_log_at", "next_eval_at", "next_checkpoint_at", "wall_time_s", "actor_rng"}
+    assert set(restored.loop_state) == {"next_log_at", "next_eval_at", "next_checkpoint_at", "wall_time_s", "actor_rng",
+                                        "train_metrics"}
 
     version_dir = _saved_model(run_dir)
     metadata = export.read_metadata(version_dir)

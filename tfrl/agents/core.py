@@ -50,7 +50,8 @@ class Agent(Protocol):
         """Train on what was collected if a train call is due at `env_step`, and refresh the actor's weights."""
 
     def log_values(self) -> dict[str, float]:
-        """The latest train metrics and the schedules' current values, for the next log record."""
+        """The train metrics for the next log record: their means over the train calls since the last record
+        (tfrl.agents.interval_means), and the schedules' current values."""
 
     def counters(self) -> dict[str, int]:
         """The learner's progress counters (e.g. {"gradient_steps": n}), logged with every record."""

@@ -12,8 +12,9 @@ env step.
 With normalize_observations, the rollout holds observations normalized by the running statistics of their
 vector step (tfrl.normalization); with normalize_rewards, rewards scaled by the running std of the return.
 
-Its share of a checkpoint, always taken between updates: the actor's RNG state and the reward scaler's
-statistics (the rollout storage is empty between updates; the observation statistics are the learner's).
+Its share of a checkpoint, always taken between updates: the actor's RNG state, the log interval's train metrics
+so far (tfrl.agents.interval_means) and the reward scaler's statistics (the rollout storage is empty between
+updates; the observation statistics are the learner's).
 """
 
 from __future__ import annotations
@@ -30,11 +31,15 @@ from tfrl.agents.actor_critic.collection import collect_steps
 from tfrl.agents.actor_critic.config import ActorCriticConfig
 from tfrl.agents.actor_critic.rollout import Rollout, RolloutStorage
 from tfrl.agents.core import rng_state, set_rng_state
+from tfrl.agents.interval_means import IntervalMeans
 from tfrl.envs import EnvInfo, VectorStepper
 from tfrl.policy_memory import StatefulPolicy
 
 if TYPE_CHECKING:  # the type only: Ray loads with --actors
     from tfrl.rollout_actors.on_policy import RayRollouts
+
+# The learners' schedule values among their metrics: a log record shows the newest, not the interval's mean.
+SCHEDULE_VALUES = ("learning_rate", "clip_range")
 
 
 class ActorCriticAgent:
@@ -53,7 +58,7 @@ class ActorCriticAgent:
         self._storage = RolloutStorage(config.rollout_length, config.num_envs, env.observations.row_shape,
                                        learner.head, env.observations.numpy_dtype, self.state_size)
         self._rollout: Rollout | None = None
-        self._metrics: dict[str, float] = {}
+        self._metrics = IntervalMeans(latest=SCHEDULE_VALUES)
         self._obs_normalizer = learner.obs_normalizer
         self._reward_scaler = (normalization.RewardScaler(config.num_envs, config.gamma, config.reward_clip)
                                if config.normalize_rewards else None)
@@ -73,10 +78,10 @@ class ActorCriticAgent:
         del env_step  # every rollout is trained on
         update = self.learner.update(self._rollout)
         self._mirror.update(update.weights)
-        self._metrics = update.metrics
+        self._metrics.add(update.metrics)
 
     def log_values(self) -> dict[str, float]:
-        return {**self._metrics, "explained_variance": self._storage.explained_variance()}
+        return {**self._metrics.take(), "explained_variance": self._storage.explained_variance()}
 
     def counters(self) -> dict[str, int]:
         # updates counts rollouts trained on; gradient_steps, as DQN's and SAC's, counts optimizer steps.
@@ -107,10 +112,11 @@ class ActorCriticAgent:
     def checkpoint_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         self.settle()
         arrays = {} if self._reward_scaler is None else self._reward_scaler.state()
-        return {"actor_rng": rng_state(self.actor.rng)}, arrays
+        return {"actor_rng": rng_state(self.actor.rng), "train_metrics": self._metrics.state()}, arrays
 
     def restore(self, state: Mapping, arrays: Mapping[str, np.ndarray]) -> None:
         set_rng_state(self.actor.rng, state["actor_rng"])
+        self._metrics.restore(state.get("train_metrics", {}))  # none in checkpoints before 2026-12-06
         self.reload_weights()
         if self._reward_scaler is not None:
             self._reward_scaler.restore(arrays)

@@ -7,8 +7,8 @@ if one fell due since the last call, then gradient_steps_per_train gradient step
 collection goes on, and its weights reach the actor at the next train deadline.
 
 Its share of a checkpoint: the replay buffer (arrays), the exploration RNG, the train and target-update
-deadlines and the last train metrics. A resumed run restarts its envs from a fresh reset, so episodes in
-flight at the checkpoint, and their n-step transitions, are lost.
+deadlines and the log interval's train metrics so far. A resumed run restarts its envs from a fresh reset, so
+episodes in flight at the checkpoint, and their n-step transitions, are lost.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import numpy as np
 
 from tfrl import networks
 from tfrl.agents.core import rng_state, set_rng_state
+from tfrl.agents.interval_means import IntervalMeans
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.actor import DQNActing, epsilon_schedule
 from tfrl.agents.dqn.config import DQNConfig
@@ -67,7 +68,7 @@ class DQNAgent:
         self.actor = self.acting.actor
         self.training = ReplayTraining(learner, config, _make_replay(config, env, seed), self._apply)
         self._target_update_at = config.target_update_period_env_steps  # env step of the next target update
-        self._metrics = {"loss": float("nan"), "q_mean": float("nan")}
+        self._metrics = IntervalMeans(initial={"loss": float("nan"), "q_mean": float("nan")})
         self._epsilon = epsilon_schedule(config)
         self._last_acted_at = 0  # the env step of the last vector step taken, whose epsilon is logged
 
@@ -110,10 +111,10 @@ class DQNAgent:
         if index is not None:
             self.replay.update_priorities(index, update.row_errors)
         self._mirror.update(update.weights)
-        self._metrics = update.metrics
+        self._metrics.add(update.metrics)
 
     def log_values(self) -> dict[str, float]:
-        return {**self._metrics, "epsilon": self._epsilon.at(self._last_acted_at)}
+        return {**self._metrics.take(), "epsilon": self._epsilon.at(self._last_acted_at)}
 
     def counters(self) -> dict[str, int]:
         return {"gradient_steps": int(self.learner.gradient_steps_done.numpy())}
@@ -126,14 +127,15 @@ class DQNAgent:
 
     def checkpoint_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         training_state, arrays = self.training.checkpoint_state()
-        state = {**training_state, "next_target_update_at": self._target_update_at, "train_metrics": self._metrics,
+        state = {**training_state, "next_target_update_at": self._target_update_at,
+                 "train_metrics": self._metrics.state(),
                  "actor_rng": rng_state(self.actor.rng)}
         return state, arrays
 
     def restore(self, state: Mapping, arrays: Mapping[str, np.ndarray]) -> None:
         self.training.restore(state, arrays)
         self._target_update_at = state["next_target_update_at"]
-        self._metrics = dict(state["train_metrics"])
+        self._metrics.restore(state["train_metrics"])
         set_rng_state(self.actor.rng, state["actor_rng"])
         self.reload_weights()
 

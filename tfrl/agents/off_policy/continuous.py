@@ -11,7 +11,7 @@ the statistics of its train call (tfrl.normalization).
 
 A subclass says how it explores (EXPLORER), what its greedy action is (`greedy_squashed`), which noise its
 batches carry (NOISE_FIELDS, in BATCH) and how it builds its mirror and serving policy. Its share of a checkpoint: the
-replay (arrays), the acting and noise RNGs, the train deadline, the last metrics.
+replay (arrays), the acting and noise RNGs, the train deadline, the log interval's metrics so far.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import numpy as np
 
 from tfrl.agents.core import rng_state, set_rng_state
+from tfrl.agents.interval_means import IntervalMeans
 from tfrl.agents.off_policy.training import ReplayTraining, check_first_batch, collect_transitions
 from tfrl.envs import EnvInfo, VectorStepper
 from tfrl.replay import UniformReplay
@@ -84,7 +85,7 @@ class ContinuousAgent:
         replay = UniformReplay(config.replay_capacity, env.observations.row_shape, seed, (self._size,), np.float32,
                                obs_dtype=env.observations.numpy_dtype)
         self.training = ReplayTraining(learner, config, replay, self._apply)
-        self._metrics: dict[str, float] = {}
+        self._metrics = IntervalMeans()
         self._obs_normalizer = learner.obs_normalizer
 
     @property
@@ -122,7 +123,7 @@ class ContinuousAgent:
     def _apply(self, update, context) -> None:
         del context
         self._mirror.update(update.weights)
-        self._metrics = update.metrics
+        self._metrics.add(update.metrics)
 
     def settle(self) -> None:
         """Ends the train call in flight; the observation statistics go into the layer that checkpoints and the
@@ -134,7 +135,7 @@ class ContinuousAgent:
         self.training.close()
 
     def log_values(self) -> dict[str, float]:
-        return dict(self._metrics)
+        return self._metrics.take()
 
     def counters(self) -> dict[str, int]:
         return {"gradient_steps": int(self.learner.gradient_steps_done.numpy())}
@@ -145,12 +146,12 @@ class ContinuousAgent:
     def checkpoint_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         self.settle()
         training_state, arrays = self.training.checkpoint_state()
-        return {**training_state, "train_metrics": self._metrics, "actor_rng": rng_state(self.rng),
+        return {**training_state, "train_metrics": self._metrics.state(), "actor_rng": rng_state(self.rng),
                 "noise_rng": rng_state(self._noise_rng)}, arrays
 
     def restore(self, state: Mapping, arrays: Mapping[str, np.ndarray]) -> None:
         self.training.restore(state, arrays)
-        self._metrics = dict(state["train_metrics"])
+        self._metrics.restore(state["train_metrics"])
         set_rng_state(self.rng, state["actor_rng"])
         set_rng_state(self._noise_rng, state["noise_rng"])
         self.reload_weights()
