@@ -78,13 +78,17 @@ class CatchWithClock(gym.Wrapper):
 class MethodMaskedCorridor(gym.Env):
     """A corridor of 6 cells, Discrete(3) actions (0 left, 1 right, 2 stay) and a Box observation (one-hot), whose
     legal actions come from an action_masks() method (sb3-contrib's convention): never left at the wall, never
-    stay. Reward +1 at the goal (the end), -0.05 per other step; 20 steps at most."""
+    stay. Reward +1 at the goal (the end), -0.05 per other step; 20 steps at most. integer_obs: the observation is
+    the cell's number, Discrete(6)."""
 
     observation_space = gym.spaces.Box(0, 1, (6,), np.float32)
     action_space = gym.spaces.Discrete(3)
 
-    def __init__(self, no_legal_at: int = 0, bad_mask_at: int = 0, bad_mask: str = "short"):
+    def __init__(self, no_legal_at: int = 0, bad_mask_at: int = 0, bad_mask: str = "short", integer_obs: bool = False):
         self._position = self._steps = 0
+        self._integer_obs = integer_obs
+        if integer_obs:
+            self.observation_space = gym.spaces.Discrete(6)
         self._no_legal_at = no_legal_at  # a step from which no action is legal (0: never)
         self._bad_mask_at, self._bad_mask = bad_mask_at, bad_mask  # a step from which the mask is malformed
 
@@ -96,7 +100,7 @@ class MethodMaskedCorridor(gym.Env):
         return np.array([self._position > 0, True, False])
 
     def _obs(self):
-        return np.eye(6, dtype=np.float32)[self._position]
+        return self._position if self._integer_obs else np.eye(6, dtype=np.float32)[self._position]
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)

@@ -276,6 +276,22 @@ def test_an_action_masks_method_is_used_like_a_mask_field(tmp_path):
     assert tfrl.load_policy(run.saved_model).observations.mask is not None
 
 
+def test_an_action_masks_method_env_s_policy_takes_the_env_s_own_observation_beside_the_mask(tmp_path):
+    run = tfrl.train("ppo", "structure_envs:MethodMaskedCorridor-v0", env_kwargs={"integer_obs": True},
+                     preset="none", run_dir=tmp_path / "run", verbose=0, hp=PPO)
+    assert run.complete and run.result["return_mean"] > 0.5
+    metadata = json.loads((run.saved_model / "assets.extra" / "tfrl_metadata.json").read_text())
+    assert metadata["observation"]["env_space"] == {"type": "Dict", "spaces": {
+        "observation": {"type": "Discrete", "n": 6, "start": 0}, MASK_KEY: {"type": "Box"}}}
+    masks = np.tile(np.uint8([1, 1, 0]), (6, 1))  # left or right
+    for policy in (tfrl.load_policy(run.saved_model), tfrl.load_policy(run.run_dir)):
+        by_cell = policy({"observation": np.arange(6), MASK_KEY: masks})  # the env's integers
+        np.testing.assert_array_equal(by_cell, policy({"observation": np.eye(6, dtype=np.float32), MASK_KEY: masks}))
+        assert int(policy({"observation": 2, MASK_KEY: [1, 0, 0]})) == 0  # the only legal action
+        with pytest.raises(UsageError, match="takes integers from 0 to 5, got 6"):
+            policy({"observation": 6, MASK_KEY: [1, 1, 0]})
+
+
 def _tfrl(*args, cwd):
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / "tests"))
     env.pop("KERAS_BACKEND", None)

@@ -23,7 +23,7 @@ from tfrl import atari_preprocessing, envpool_vector, example_envs, image_envs, 
 from tfrl.env_info import EnvIdError, EnvInfo, env_info  # noqa: F401 - tfrl.envs' names, as before
 from tfrl.errors import UsageError
 from tfrl.observations import (MASK_KEY, MaskedObservation, StructuredObservation, env_space_json,  # noqa: F401
-                               observation_spec, stored_as_given, to_batch)
+                               masked_space, observation_spec, stored_as_given, to_batch)
 from tfrl.stepping import (EnvStepError, VectorStep, VectorStepper, finished_episodes,  # noqa: F401
                            next_obs_for_storage, reset_for_resume)
 
@@ -229,13 +229,16 @@ def _mask_from_method(env: gym.Env) -> bool:
 
 
 def _env_space(made: gym.Env) -> str:
-    """env_space_json of the observations of the env under EnvSpec.make's adapters; "" for an env made otherwise
-    (Atari's), or whose mask comes from its action_masks(): its policy takes {"observation", "action_mask"}, not
-    the env's observation alone."""
+    """env_space_json of the observations of the env under EnvSpec.make's adapters ("" for an env made otherwise:
+    Atari's). An env whose mask comes from its action_masks() has a policy that takes {"observation": the env's
+    own observation, "action_mask": the mask}: that Dict is described."""
     own = getattr(made, "tfrl_own_env", None)
-    if own is None or _mask_from_method(own):
+    if own is None:
         return ""
-    return env_space_json(own.observation_space)
+    space = own.observation_space
+    if _mask_from_method(own):
+        space = masked_space(space, gym.spaces.flatdim(own.action_space))
+    return env_space_json(space)
 
 
 def _has_method(env: gym.Env, name: str) -> bool:

@@ -220,12 +220,16 @@ class MaskedObservation(gym.ObservationWrapper):
 
     def __init__(self, env: gym.Env, num_actions: int):
         super().__init__(env)
-        self.observation_space = gym.spaces.Dict({FLAT_KEY: env.observation_space,
-                                                  MASK_KEY: gym.spaces.Box(0, 1, (num_actions,), np.uint8)})
+        self.observation_space = masked_space(env.observation_space, num_actions)
 
     def observation(self, observation):
         mask = self.env.get_wrapper_attr("action_masks")()
         return {FLAT_KEY: observation, MASK_KEY: mask_entries(mask, self.observation_space[MASK_KEY].shape[0])}
+
+
+def masked_space(space: gym.Space, num_actions: int) -> gym.spaces.Dict:
+    """MaskedObservation's space over an env's observation `space`."""
+    return gym.spaces.Dict({FLAT_KEY: space, MASK_KEY: gym.spaces.Box(0, 1, (num_actions,), np.uint8)})
 
 
 def mask_entries(mask, num_actions: int) -> np.ndarray:
