@@ -333,8 +333,10 @@ def _dumps(value, indent: str = "", in_list: bool = False) -> str:
 def _check_tfrl_origin() -> None:
     """The runs must import this checkout's tfrl (the venv's editable install may point at another checkout:
     set PYTHONPATH to this one)."""
-    out = subprocess.run([sys.executable, "-c", "import tfrl; print(tfrl.__file__)"], capture_output=True, text=True,
-                         cwd=REPO_ROOT, env=pinned_env(), timeout=60, check=True).stdout.strip()
+    # As `python scripts/train.py` imports it: the script's folder, not the working directory, leads sys.path.
+    code = "import sys; sys.path.pop(0); import tfrl; print(tfrl.__file__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
+                         env=pinned_env(), timeout=60, check=True).stdout.strip()
     if not pathlib.Path(out).resolve().is_relative_to(REPO_ROOT):
         sys.exit(f"the runs would import tfrl from {out}, not from {REPO_ROOT}: set PYTHONPATH={REPO_ROOT}")
 
