@@ -678,7 +678,7 @@ def provenance(records: Sequence[dict], reused_seeds: set[int]) -> str:
     for r in records:
         key = (r["seed"] in reused_seeds, r["started"], r.get("cpu", "CPU not recorded"))
         groups.setdefault(key, set()).add(r["seed"])
-    parts = [f"seeds {', '.join(map(str, sorted(seeds)))} ran {when} UTC on {cpu}"
+    parts = [f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, sorted(seeds)))} ran {when} UTC on {cpu}"
              + (" (recorded, reused)" if was_reused else " (this run)")
              for (was_reused, when, cpu), seeds in sorted(groups.items(), key=lambda item: min(item[1]))]
     return "Runs: " + "; ".join(parts) + ". Each seed's libraries ran side by side, alternated."

@@ -530,7 +530,7 @@ def test_reuse_runs_only_the_seeds_not_recorded_with_the_same_settings(tmp_path)
     assert records[0] == json.loads(lines[0]) and records[0]["hparams"]["total_env_steps"] == 5000
     assert records[0]["cpu"] == compare.cpu_model()
     cpu, stamp = re.escape(compare.cpu_model()), r"\d{4}-\d\d-\d\d \d\d:\d\d UTC"
-    assert re.search(rf"^Runs: seeds 0 ran {stamp} on {cpu} \(recorded, reused\); seeds 1, 2, 3 ran {stamp} on "
+    assert re.search(rf"^Runs: seed 0 ran {stamp} on {cpu} \(recorded, reused\); seeds 1, 2, 3 ran {stamp} on "
                      rf"{cpu} \(this run\)\. Each seed's libraries ran side by side, alternated\.$", section, re.M)
     assert "seeds 0, 1, 2, 3;" in section  # the settings line names every seed of the table
     # Now every seed is recorded: nothing runs, and the table is the same.
