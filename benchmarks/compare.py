@@ -264,7 +264,8 @@ def run_once(runner: Runner, spec: RunSpec, order: int, work_dir: pathlib.Path) 
            "OMP_NUM_THREADS": str(spec.threads)}
     with open(run_path / "stdout.txt", "w") as out, open(run_path / "stderr.txt", "w") as err:
         start = time.perf_counter()
-        child = subprocess.Popen(command, stdout=out, stderr=err, env=env)
+        # In its own dir: what a library writes into its working dir (MuJoCo's MUJOCO_LOG.TXT) goes with the run.
+        child = subprocess.Popen(command, stdout=out, stderr=err, env=env, cwd=run_path)
         _, status, usage = os.wait4(child.pid, 0)
         wall_s = time.perf_counter() - start
         child.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait for it again

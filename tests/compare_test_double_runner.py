@@ -6,12 +6,15 @@ Reads the spec compare.py wrote to RUN/spec.json and writes RUN/run/metrics.json
 numbers the tests know: a "train" record every log_interval env steps with wall_time_s = env_step / 1000
 (so 1000 env steps/s) and episode_return_mean = 10 * seed + env_step / 1000, then a "final_eval" record
 with return_mean = 100 + seed, return_std = 5 over final_eval_episodes. Appends "<name> <seed>" to
---order_log, so a test sees the order in which compare.py started its runs.
+--order_log, so a test sees the order in which compare.py started its runs. Leaves a file in its working
+directory, as MuJoCo leaves MUJOCO_LOG.TXT (CWD_LITTER).
 """
 
 import argparse
 import json
 import pathlib
+
+CWD_LITTER = "double-was-here.txt"
 
 
 def main():
@@ -21,6 +24,7 @@ def main():
     parser.add_argument("--order_log", required=True)
     args = parser.parse_args()
     run_dir = pathlib.Path(args.run_dir)
+    pathlib.Path(CWD_LITTER).write_text("a file a library writes into its working directory\n")
     spec = json.loads((run_dir.parent / "spec.json").read_text())
     hp, seed = spec["hparams"], spec["seed"]
     with open(args.order_log, "a") as log:

@@ -36,7 +36,8 @@ def make_test_double(name: str, order_log: pathlib.Path) -> compare.Runner:
     return compare.Runner(name, command)
 
 
-def test_quick_tfrl_against_a_test_double_writes_records_table_docs_and_plot(tmp_path):
+def test_quick_tfrl_against_a_test_double_writes_records_table_docs_and_plot(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     docs = tmp_path / "benchmarks.md"
     docs.write_text(DOCS.read_text())
     real_docs_digest = hashlib.sha256(DOCS.read_bytes()).hexdigest()
@@ -74,6 +75,7 @@ def test_quick_tfrl_against_a_test_double_writes_records_table_docs_and_plot(tmp
     assert written.split(end)[1] == original.split(end)[1]
     assert section.strip() in written
     assert hashlib.sha256(DOCS.read_bytes()).hexdigest() == real_docs_digest
+    assert not (tmp_path / "double-was-here.txt").exists()  # each run's working dir is its own, then deleted
 
 
 def test_runs_alternate_a_b_seed_by_seed(tmp_path):
