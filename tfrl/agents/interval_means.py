@@ -47,4 +47,3 @@ class IntervalMeans:
         self._shown = {name: float(value) for name, value in state["shown"].items()}
         self._sums = {name: float(value) for name, value in state["sums"].items()}
         self._counts = counts
-

@@ -20,11 +20,11 @@ import numpy as np
 
 from tfrl import networks
 from tfrl.agents.core import rng_state, set_rng_state
-from tfrl.agents.interval_means import IntervalMeans
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.actor import DQNActing, epsilon_schedule
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
+from tfrl.agents.interval_means import IntervalMeans
 from tfrl.agents.off_policy.training import ReplayTraining, check_first_batch, collect_transitions
 from tfrl.deadlines import next_deadline
 from tfrl.envs import EnvInfo, VectorStepper
