@@ -22,6 +22,7 @@ sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
 import compare  # noqa: E402
 import sb3_runner  # noqa: E402
+from compare_test_double_runner import CWD_LITTER  # noqa: E402  (tests/ is on sys.path, as for the other helpers)
 from tfrl.errors import UsageError  # noqa: E402
 
 DOUBLE_SCRIPT = pathlib.Path(__file__).resolve().parent / "compare_test_double_runner.py"
@@ -75,7 +76,7 @@ def test_quick_tfrl_against_a_test_double_writes_records_table_docs_and_plot(tmp
     assert written.split(end)[1] == original.split(end)[1]
     assert section.strip() in written
     assert hashlib.sha256(DOCS.read_bytes()).hexdigest() == real_docs_digest
-    assert not (tmp_path / "double-was-here.txt").exists()  # each run's working dir is its own, then deleted
+    assert not (tmp_path / CWD_LITTER).exists()  # each run's working dir is its own, then deleted
 
 
 def test_runs_alternate_a_b_seed_by_seed(tmp_path):
