@@ -153,3 +153,35 @@ def test_a_sync_vector_env_carries_the_space_and_env_info_keeps_it():
 class _StaticEnv(gym.Env):
     def __init__(self, space):
         self.observation_space, self.action_space = space, gym.spaces.Discrete(2)
+
+
+class _DictWithMaskMethod(gym.Env):
+    observation_space = gym.spaces.Dict({"pos": gym.spaces.Discrete(6),
+                                         "speed": gym.spaces.Box(-1, 1, (2,), np.float32)})
+    action_space = gym.spaces.Discrete(3)
+
+    def action_masks(self):
+        return np.array([1, 1, 0], bool)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return {"pos": 2, "speed": np.float32([0.5, -0.5])}, {}
+
+    def step(self, action):
+        return {"pos": 3, "speed": np.float32([0.1, 0.2])}, 0.0, False, False, {}
+
+
+def test_a_dict_observation_beside_a_mask_method_converts_as_the_env_wrapper_converts_it():
+    """The env's own Dict goes under "observation", beside the mask: its entries convert as the env wrapper's."""
+    vector_env = envs.make_vector_env(envs.EnvSpec(factory=_DictWithMaskMethod), 1, seed=0)
+    try:
+        wrapped, _ = vector_env.reset(seed=0)
+        own = env_space.parse(vector_env.env_space, "test")
+    finally:
+        vector_env.close()
+    converted = env_space.to_fields(own, {"observation": {"pos": 2, "speed": [0.5, -0.5]}, "action_mask": [1, 1, 0]},
+                                    "policy")
+    assert set(converted) == set(wrapped) == {"observation.pos", "observation.speed", "action_mask"}
+    for key, value in wrapped.items():
+        np.testing.assert_array_equal(np.asarray(converted[key], np.float32).reshape(-1),
+                                      np.asarray(value, np.float32).reshape(-1), err_msg=key)
