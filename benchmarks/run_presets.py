@@ -44,6 +44,20 @@ flags.DEFINE_integer("export_episodes", 0, "Episodes of the exported SavedModel,
 FLAGS = flags.FLAGS
 
 
+def training_rate(train_records: list[dict]) -> int:
+    """Env steps per second over the run's timed part: the logged intervals' env steps over their seconds.
+
+    Each train record's rate covers the env steps since the record before it (the first: since step 0), and
+    evaluations and checkpoints are not timed. The mean of the records' rates would count an interval of
+    random actions before learning starts, many times faster, as much as an interval of training."""
+    steps, seconds, previous = 0, 0.0, 0
+    for record in train_records:
+        interval, previous = record["env_step"] - previous, record["env_step"]
+        if interval > 0:  # a record at the step of the one before covers no steps (its rate is 0)
+            steps, seconds = steps + interval, seconds + interval / record["env_steps_per_s"]
+    return round(steps / seconds) if seconds > 0 else 0
+
+
 def run_seed(seed: int, run_dir: pathlib.Path) -> dict:
     cmd = [sys.executable, str(REPO_ROOT / "scripts" / "train.py"), f"--agent={FLAGS.agent}", f"--env={FLAGS.env}",
            f"--preset={FLAGS.preset}", f"--seed={seed}", f"--run_dir={run_dir}", *FLAGS.extra]
@@ -63,7 +77,7 @@ def run_seed(seed: int, run_dir: pathlib.Path) -> dict:
         "return_mean": final["return_mean"], "return_std": final["return_std"], "episodes": final["episodes"],
         "env_steps": final["env_step"], "process_wall_s": round(wall, 1),
         "train_loop_s": final["wall_time_s"],
-        "env_steps_per_s_mean": round(sum(r["env_steps_per_s"] for r in train_records) / max(len(train_records), 1)),
+        "env_steps_per_s": training_rate(train_records),
         "num_evals": len(evals),
         "evals": [[r["env_step"], r["wall_time_s"], round(r["return_mean"], 1)] for r in evals],
         "command": " ".join(cmd[1:]).replace(str(REPO_ROOT) + "/", ""),
@@ -149,7 +163,7 @@ def print_table(rows: list[dict]) -> None:
         optimal_cell = (f" {r['return_vs_optimal']:.3f} / {r['optimal_return']:.3f} ({r['episodes_vs_optimal']}) |"
                         if "optimal_return" in r else " - |" if with_optimal else "")
         print(f"| {r['seed']} | {r['return_mean']:.3f} ± {r['return_std']:.3f} ({r['episodes']}) |{best_cell}"
-              f"{optimal_cell} {r['env_steps']} | {r['process_wall_s']} | {r['env_steps_per_s_mean']} |")
+              f"{optimal_cell} {r['env_steps']} | {r['process_wall_s']} | {r['env_steps_per_s']} |")
 
 
 if __name__ == "__main__":
