@@ -57,7 +57,7 @@ def test_every_repository_preset_applies_to_its_agent_config(path):
         assert (list(value) if isinstance(value, tuple) else value) == expected
 
 
-@pytest.mark.parametrize("agent", ["sac"])  # td3-halfcheetah waits for its own float32/bfloat16 runs
+@pytest.mark.parametrize("agent", ["sac", "td3"])
 def test_halfcheetah_picks_tfrls_preset_the_zoo_settings_in_bfloat16_with_the_best_policy_kept(agent):
     own = presets.find(agent, "HalfCheetah-v5", dirs=[CONFIG_DIR])
     zoo = presets.find(agent, "HalfCheetah-v5", name=f"{agent}-halfcheetah-sb3zoo", dirs=[CONFIG_DIR])

@@ -160,6 +160,7 @@ def test_mujoco_on_envpool_ends_episodes_as_gymnasium():
 
 def test_td3_trains_on_envpool_mujoco_and_is_scored_on_gymnasium(tmp_path):
     run = tfrl.train("td3", "HalfCheetah-v5", run_dir=tmp_path / "run", seed=0, vector_mode="envpool",
+                     preset="td3-halfcheetah-sb3zoo",  # the zoo's settings, without a best policy to keep
                      hp={"total_env_steps": 1200, "learning_starts": 1000, "replay_capacity": 2000,
                          "hidden_sizes": [32, 32], "eval_interval": 0, "final_eval_episodes": 1})
     assert run.complete and run.result["episodes"] == 1 and np.isfinite(run.result["return_mean"]), run.result
