@@ -28,6 +28,8 @@ import time
 from absl import app, flags
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT / "benchmarks"))  # benchmarks/stats.py, also when run through runpy
+import stats  # noqa: E402
 
 flags.DEFINE_string("agent", "dqn", "Agent name.")
 flags.DEFINE_string("env", "LunarLander-v2", "Environment id.")
@@ -42,20 +44,6 @@ flags.DEFINE_integer("optimal_episodes", 100, "Episodes of the exported policy a
 flags.DEFINE_integer("export_episodes", 0, "Episodes of the exported SavedModel, on the final evaluation's seeds "
                      "(0: none).")
 FLAGS = flags.FLAGS
-
-
-def training_rate(train_records: list[dict]) -> int:
-    """Env steps per second over the run's timed part: the logged intervals' env steps over their seconds.
-
-    Each train record's rate covers the env steps since the record before it (the first: since step 0), and
-    evaluations and checkpoints are not timed. The mean of the records' rates would count an interval of
-    random actions before learning starts, many times faster, as much as an interval of training."""
-    steps, seconds, previous = 0, 0.0, 0
-    for record in train_records:
-        interval, previous = record["env_step"] - previous, record["env_step"]
-        if interval > 0:  # a record at the step of the one before covers no steps (its rate is 0)
-            steps, seconds = steps + interval, seconds + interval / record["env_steps_per_s"]
-    return round(steps / seconds) if seconds > 0 else 0
 
 
 def run_seed(seed: int, run_dir: pathlib.Path) -> dict:
@@ -77,7 +65,7 @@ def run_seed(seed: int, run_dir: pathlib.Path) -> dict:
         "return_mean": final["return_mean"], "return_std": final["return_std"], "episodes": final["episodes"],
         "env_steps": final["env_step"], "process_wall_s": round(wall, 1),
         "train_loop_s": final["wall_time_s"],
-        "env_steps_per_s": training_rate(train_records),
+        "env_steps_per_s": stats.training_rate(train_records),
         "num_evals": len(evals),
         "evals": [[r["env_step"], r["wall_time_s"], round(r["return_mean"], 1)] for r in evals],
         "command": " ".join(cmd[1:]).replace(str(REPO_ROOT) + "/", ""),

@@ -10,6 +10,8 @@ Precipice"), written out in NumPy for the two statistics used here.
     performance_profile(...)       the fraction of runs whose normalized score exceeds each threshold, averaged
                                    over tasks
     profile_ci(...)                its stratified bootstrap interval at each threshold
+    training_rate(train_records)   a run's env steps per second from its train records (each covering the steps
+                                   since the one before): the steps over the seconds, not the mean of the rates
 """
 
 from __future__ import annotations
@@ -88,3 +90,17 @@ def profile_ci(task_scores, thresholds: Sequence[float], repetitions: int = 2000
         values[k] = performance_profile(resample, thresholds)
     low, high = _percentile_interval(values, alpha)
     return [(float(lo), float(hi)) for lo, hi in zip(low, high)]
+
+
+def training_rate(train_records: list[dict]) -> int:
+    """Env steps per second over the run's timed part: the logged intervals' env steps over their seconds.
+
+    Each train record's rate covers the env steps since the record before it (the first: since step 0), and
+    evaluations and checkpoints are not timed. The mean of the records' rates would count an interval of
+    random actions before learning starts, many times faster, as much as an interval of training."""
+    steps, seconds, previous = 0, 0.0, 0
+    for record in train_records:
+        interval, previous = record["env_step"] - previous, record["env_step"]
+        if interval > 0:  # a record at the step of the one before covers no steps (its rate is 0)
+            steps, seconds = steps + interval, seconds + interval / record["env_steps_per_s"]
+    return round(steps / seconds) if seconds > 0 else 0
