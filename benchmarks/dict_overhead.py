@@ -7,7 +7,8 @@ CartPole's own vector, so the networks compute the same function of the same num
 Per agent, --pairs pairs of runs, flat then Dict, one process at a time (alternated, so that drift hits both),
 each the agent's CartPole preset cut to --env_steps with evaluations and checkpoints off, TensorFlow on one
 thread. Per run: env
-steps/s over the training part (metrics.jsonl's "train" records, as run_presets.py) and the process wall time.
+steps/s over the training part (the mean of metrics.jsonl's "train" records' rates after the first, which holds
+the tracing; run_presets.py divides the steps by the seconds instead) and the process wall time.
 Output: one JSON line per run (appended to --out) and a markdown table: the median over pairs of each side and
 the median of the per-pair ratios Dict / flat.
 """
