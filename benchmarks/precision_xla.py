@@ -18,7 +18,8 @@ settings of the presets sac-halfcheetah-sb3zoo ([256, 256], batch 256) and td3-h
 batch 256), K=64 gradient steps per call.
 
 Every learner starts from the same weights (Keras' seed is reset before each is built) and trains first on the
-same batch; the "first loss" column shows what each precision computes from them, against float32's.
+same batch (each agent's batch is drawn from a generator seeded anew for every learner); the "first loss" column
+shows what each precision and XLA compute from them, against float32's without XLA.
 
 All learners are built first (each under its own Keras precision policy; a layer keeps the policy it was
 built with), then timed in interleaved blocks (A B C ... A B C ...), so that a burst of load from other
@@ -172,7 +173,6 @@ def main(argv):
             raise app.UsageError(f"--agents: unknown agent {agent!r}; choose from {', '.join(builders)}")
     runtime = None
     cases = []
-    rng = np.random.default_rng(0)
     for precision, xla in map(_parse_combo, FLAGS.combos):
         # Only the precision policy and the XLA option change between apply() calls; devices stay as they are.
         runtime = runtime_lib.apply(runtime_lib.RuntimeOptions(mixed_precision=precision, xla=xla,
@@ -180,7 +180,8 @@ def main(argv):
                                                                inter_op_threads=FLAGS.threads))
         for agent in FLAGS.agents:
             keras.utils.set_random_seed(0)
-            cases.append(Case(agent, precision, xla, builders[agent](runtime, rng)))
+            # A fresh generator per learner: one shared by all would give each combination other batches.
+            cases.append(Case(agent, precision, xla, builders[agent](runtime, np.random.default_rng(0))))
     # The banner of the last combination, minus its precision and XLA lines (they differ per row below).
     print("\n".join(line for line in runtime.banner().splitlines()
                     if not line.lstrip().startswith(("precision:", "XLA:"))), flush=True)

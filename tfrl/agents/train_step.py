@@ -44,12 +44,22 @@ class Placement:
         compiles each replica's part instead)."""
         if self.strategy is not None:
             return tf.function(step, input_signature=input_signature)
+        if not self._xla:
+            def on_device(*args):
+                with tf.device(self._device):
+                    return step(*args)
 
-        def on_device(*args):
+            return tf.function(on_device, input_signature=input_signature)
+        # A compiled function runs as one op wherever its call is placed, and XLA cannot reach variables on
+        # another device (tensorflow.org/xla/known_issues): an uncompiled outer function places the call on the
+        # variables' device, which otherwise defaults to the first GPU, e.g. under --device=cpu.
+        compiled = tf.function(step, input_signature=input_signature, jit_compile=True)
+
+        def call_on_device(*args):
             with tf.device(self._device):
-                return step(*args)
+                return compiled(*args)
 
-        return tf.function(on_device, input_signature=input_signature, jit_compile=self._xla)
+        return tf.function(call_on_device, input_signature=input_signature)
 
     def batch_gradients(self, gradients_fn: Callable[..., Any]) -> Callable[..., Any]:
         """gradients_fn(*batch) -> (gradients, terms) on one device; under a strategy, the mean over all replicas
