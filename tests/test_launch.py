@@ -1,6 +1,7 @@
 """tfrl.launch.prepare and the launchers' answers before TensorFlow loads: --help, --hp=help and bad input must
 not import it (it takes seconds), so a stand-in `tensorflow` package that refuses to import proves they don't."""
 
+import dataclasses
 import os
 import pathlib
 import subprocess
@@ -9,7 +10,7 @@ import sys
 import pytest
 from absl import logging as absl_logging
 
-from tfrl import launch
+from tfrl import launch, runs
 from tfrl.errors import UsageError
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -109,6 +110,31 @@ def test_a_preset_chooses_bfloat16_on_a_cpu_with_bfloat16_instructions(monkeypat
     assert launch.prepare(request).record.runtime.mixed_precision == expected
     other = launch.TrainRequest(agent="sac", env="Pendulum-v1", preset="none", runtime=RuntimeOptions(**options))
     assert launch.prepare(other).record.runtime.mixed_precision == options.get("mixed_precision", "float32")
+
+
+def test_xla_is_on_by_default_where_the_train_step_runs_on_a_gpu_and_the_record_says_why(monkeypatch, tmp_path):
+    from tfrl import runtime as runtime_lib
+    from tfrl.runtime import RuntimeOptions
+
+    def record(on_cpu, preset="dqn-cartpole", **options):
+        monkeypatch.setattr(runtime_lib, "trains_on_cpu", lambda _: on_cpu)
+        request = launch.TrainRequest(agent="dqn", env="CartPole-v1", preset=preset, runtime=RuntimeOptions(**options))
+        return launch.prepare(request).record
+
+    on_gpu = record(on_cpu=False)  # dqn-cartpole says nothing of XLA
+    assert on_gpu.runtime.xla is True
+    assert on_gpu.runtime_choices["xla"] == "the default where the train step runs on a GPU; --noxla turns it off"
+    on_cpu = record(on_cpu=True)
+    assert on_cpu.runtime.xla is False
+    assert on_cpu.runtime_choices["xla"] == "the default where the train step runs on a CPU; --xla turns it on"
+    assert record(on_cpu=False, xla=False).runtime_choices == {"xla": "--noxla", "mixed_precision": "the default"}
+    from_preset = record(on_cpu=True, preset="dqn-lunarlander")  # "runtime": {"xla": true}
+    assert (from_preset.runtime.xla, from_preset.runtime_choices["xla"]) == (True, "preset dqn-lunarlander")
+    # config.json keeps the choices; they never make two runs differ.
+    runs.write_config(tmp_path, on_gpu)
+    read = runs.read_config(tmp_path)
+    assert read.runtime_choices == on_gpu.runtime_choices
+    assert read.differences(dataclasses.replace(on_gpu, runtime_choices={})) == []
 
 
 def test_a_resumed_run_keeps_its_precision(monkeypatch):

@@ -144,7 +144,11 @@ def two_logical_cpus_process():
             "banner": rt.banner(),
             "tf_version": tf.__version__,
             "same_options_again": runtime.apply(options).device_name,
+            "banner_with_choices": rt.banner({"xla": "preset dqn-lunarlander", "mixed_precision": "--mixed_precision"}),
+            "tf32_default": tf.config.experimental.tensor_float_32_execution_enabled(),
         }
+        runtime.apply(dataclasses.replace(options, tf32=False))
+        result["tf32_after_notf32"] = tf.config.experimental.tensor_float_32_execution_enabled()
         for name, changed in (("more_cpus", dataclasses.replace(options, logical_cpus=3)),
                               ("other_threads", dataclasses.replace(options, inter_op_threads=1))):
             try:
@@ -189,6 +193,18 @@ def test_banner_reports_versions_build_placement_precision_xla(two_logical_cpus_
     assert "XLA: on" in banner
     assert "threads: intra-op TF default, inter-op 2" in banner
     assert all(len(line) <= 68 for line in banner.splitlines()), banner  # 80 columns with the log prefix
+    assert "TF32" not in banner  # no GPU: nothing to say about it
+
+
+def test_banner_says_why_xla_and_precision_have_their_values(two_logical_cpus_process):
+    banner = two_logical_cpus_process["banner_with_choices"]
+    assert "XLA: on (preset dqn-lunarlander)" in " ".join(banner.split())
+    assert "precision: mixed_bfloat16 (--mixed_precision)" in banner
+
+
+def test_notf32_turns_tensorfloat32_off(two_logical_cpus_process):
+    assert two_logical_cpus_process["tf32_default"] is True  # TensorFlow's default
+    assert two_logical_cpus_process["tf32_after_notf32"] is False
 
 
 @pytest.fixture(scope="module")

@@ -52,6 +52,9 @@ class RunRecord:
     seed: int
     config: Any  # the agent's config dataclass
     runtime: RuntimeOptions = RuntimeOptions()
+    # Why XLA and the precision have their values ("--xla", "preset dqn-lunarlander", "the default where the train
+    # step runs on a GPU; ..."): for the banner and the reader of config.json; never a difference between runs.
+    runtime_choices: Mapping[str, str] = dataclasses.field(default_factory=dict)
     env_arg: str | None = None  # as given on the command line, e.g. LunarLander-v2 (None: env_id)
     env_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # passed to gymnasium.make
     env_info: Mapping[str, Any] | None = None  # envs.EnvInfo.to_dict(): what the networks are built for
@@ -95,7 +98,7 @@ class RunRecord:
                 "env_info": self.env_info, "seed": self.seed, "preset": self.preset,
                 "vector_mode": self.vector_mode, "keep_checkpoints": self.keep_checkpoints,
                 "init_from": self.init_from, "hparams": config_lib.to_dict(self.config),
-                "runtime": dataclasses.asdict(self.runtime)}
+                "runtime": dataclasses.asdict(self.runtime), "runtime_choices": dict(self.runtime_choices)}
 
     @classmethod
     def from_json(cls, raw: Any, source: str) -> RunRecord:
@@ -118,7 +121,9 @@ class RunRecord:
         runtime = RuntimeOptions(**{name: _JsonFields(runtime_raw, f"{source}: runtime").get(
             name, runtime_types[name], default=getattr(RuntimeOptions(), name)) for name in runtime_raw})
         return cls(agent=agent, env_id=field.get("env_id", str), seed=field.get("seed", int), config=config,
-                   runtime=runtime, env_arg=field.get("env_arg", str, default=None),
+                   runtime=runtime, runtime_choices=_checked_choices(field.get("runtime_choices", dict, default={}),
+                                                                     source),
+                   env_arg=field.get("env_arg", str, default=None),
                    env_kwargs=field.get("env_kwargs", dict, default={}),
                    env_info=_checked_env_info(field.get("env_info", dict, default=None), source),
                    preset=field.get("preset", str, default=None),
@@ -126,6 +131,12 @@ class RunRecord:
                    keep_checkpoints=field.get("keep_checkpoints", int, default=None),
                    init_from=field.get("init_from", str, default=None),
                    tfrl_version=field.get("tfrl_version", str, default="unknown"))
+
+
+def _checked_choices(raw: Mapping[str, Any], source: str) -> dict[str, str]:
+    if not all(isinstance(value, str) for value in raw.values()):
+        raise UsageError(f"{source}: 'runtime_choices' must map runtime options to strings, got {raw!r:.200}")
+    return dict(raw)
 
 
 def _checked_env_info(raw: Mapping[str, Any] | None, source: str) -> Mapping[str, Any] | None:
@@ -152,7 +163,7 @@ def _checked_env_info(raw: Mapping[str, Any] | None, source: str) -> Mapping[str
 
 
 _RECORD_KEYS = {"tfrl_version", "agent", "env_id", "env_arg", "env_kwargs", "env_info", "seed", "preset",
-                "vector_mode", "keep_checkpoints", "init_from", "hparams", "runtime"}
+                "vector_mode", "keep_checkpoints", "init_from", "hparams", "runtime", "runtime_choices"}
 
 class _JsonFields:
     """Typed reads of a JSON object's fields: a missing required field or a value of another JSON type is a

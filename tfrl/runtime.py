@@ -58,7 +58,11 @@ class RuntimeOptions:
     says (sac-pendulum: mixed_bfloat16 when it trains on a CPU with bfloat16 instructions), else float32."""
     xla: bool | None = None
     """Compile the train step with XLA (jit_compile). Unset: as the preset says (the dqn-lunarlander preset turns
-    it on), else off; --noxla turns it off."""
+    it on), else on where the train step runs on a GPU and off on a CPU; --noxla turns it off."""
+    tf32: bool = True
+    """TensorFloat-32 for float32 matmuls and convolutions on NVIDIA GPUs from Ampere on (inputs rounded to 10
+    mantissa bits, float32 sums; TensorFlow's default); --notf32 computes in full
+    float32. No effect on CPUs or older GPUs."""
     intra_op_threads: int = 0
     """Threads used inside one op, e.g. a matmul; 0 = TF default (one per core)."""
     inter_op_threads: int = 0
@@ -310,19 +314,27 @@ class Runtime:
             return seed
         return int(np.random.SeedSequence([seed, self.cluster.rank]).generate_state(1)[0] % 2**31)
 
-    def banner(self, width: int = 68) -> str:
+    def banner(self, choices: typing.Mapping[str, str] | None = None, width: int = 68) -> str:
         """Start-up summary for logs, in lines of at most `width` characters (an 80-column terminal, after the
-        log prefix)."""
+        log prefix). choices: {option: why it has its value} (tfrl.launch.resolve_runtime), shown beside it."""
+        choices = choices or {}
         threading = tf.config.threading
         policy = self.options.mixed_precision
         if precision.loss_scaling_needed(policy):
             policy += " (loss scaling on)"
+        if "mixed_precision" in choices:
+            policy += f" ({choices['mixed_precision']})"
+        if tf.config.list_logical_devices("GPU"):
+            policy += f"; TF32 on GPUs: {'on (--notf32 for full float32)' if self.options.tf32 else 'off'}"
+        xla = "on" if self.options.xla else "off"
+        if "xla" in choices:
+            xla += f" ({choices['xla']})"
         parts = (
             f"TensorFlow {tf.__version__}, Keras {keras.__version__}, build: {build_flavour()}",
             f"physical devices: {', '.join(_short_name(d) for d in tf.config.list_physical_devices())}; "
             f"pluggable devices: {', '.join(pluggable_devices()) or 'none'}",
             f"logical devices: {', '.join(_short_name(d) for d in tf.config.list_logical_devices())}",
-            f"placement: {self.device_name}; XLA: {'on' if self.options.xla else 'off'}",
+            f"placement: {self.device_name}; XLA: {xla}",
             f"precision: {policy}",
             f"strategy: {distribute.describe(self.strategy, self.cluster)}; "
             f"op determinism: {'on' if self.options.deterministic else 'off'}",
@@ -380,6 +392,8 @@ def apply(options: RuntimeOptions) -> Runtime:
     device_name = _resolve_device(options.device)
     if strategy is None:
         strategy = distribute.local_strategy(options.strategy, device_name, options.cross_device_ops)
+    # Process-wide, and may change at any time (it is read when a matmul or convolution runs).
+    tf.config.experimental.enable_tensor_float_32_execution(options.tf32)
     if options.deterministic:
         # Process-wide and irreversible; ops without a deterministic kernel then raise instead of varying.
         tf.config.experimental.enable_op_determinism()
