@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from tfrl import doctor
-from tfrl.doctor import Facts, MatmulTiming, UnmetRequirement, ZentfFacts
+from tfrl.doctor import Facts, MatmulTiming, Ptxas, UnmetRequirement, ZentfFacts
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCTOR = str(REPO_ROOT / "scripts" / "doctor.py")
@@ -59,7 +59,8 @@ def _checks(findings, severity="problem"):
 @pytest.mark.parametrize("facts", [
     HEALTHY_CPU,
     _facts(**ROCM_BUILD, **ONE_GPU, kfd="ok", environment={"HIP_VISIBLE_DEVICES": "0"}),
-    _facts(**CUDA_BUILD, **ONE_GPU, environment={"CUDA_VISIBLE_DEVICES": "0"}),
+    _facts(**CUDA_BUILD, **ONE_GPU, environment={"CUDA_VISIBLE_DEVICES": "0"}, tf32_enabled=False,
+           ptxas=Ptxas("/venv/lib/python3.12/site-packages/nvidia/cuda_nvcc/bin/ptxas", "12.6.85")),
     _facts(distributions={"tensorflow": "2.21.0", "tensorflow-intel": "2.21.0"}),  # Windows: a dependency
     _facts(environment={"KERAS_BACKEND": "tensorflow", "HIP_VISIBLE_DEVICES": ""}),  # ignored by a CPU build
     _facts(zentf=ZENTF, environment=ZENTF_ON),
@@ -203,7 +204,74 @@ def test_zentf_numpy_pin_is_a_note_while_tensorflow_works_and_a_problem_when_it_
     assert _checks(broken) == ["tensorflow_imports", "requirements_met"]
 
 
+def test_product_tolerance_by_hand():
+    # 4 * (2 * unit of the inputs + length * 2**-24): TF32's inputs keep 10 mantissa bits (unit 2**-11).
+    assert doctor.product_tolerance("/device:GPU:0", 256, tf32=True) == pytest.approx(4 * (2 / 2048 + 256 / 2**24))
+    assert doctor.product_tolerance("/device:GPU:0", 256, tf32=True) == pytest.approx(3.967e-3, rel=1e-3)
+    assert doctor.product_tolerance("/device:GPU:0", 256, tf32=False) == pytest.approx(4 * 258 / 2**24)
+    assert doctor.product_tolerance("/device:CPU:0", 256, tf32=True) == pytest.approx(6.151e-5, rel=1e-3)
+
+
+# The H100's 256x256 matmul of issue 49: max |error| 0.023 against entries of |A| @ |B| near 163 (standard normal
+# inputs: 256 * E|a| E|b| = 256 * 2 / pi), relative 1.4e-4: TF32's rounding, not a broken GPU.
+H100_TF32 = MatmulTiming("/device:GPU:0", 256, 0.05, 671.1, 0.023, None, 1.4e-4)
+
+
+def test_a_tf32_matmul_on_a_healthy_gpu_is_healthy_with_a_note_and_the_same_error_without_tf32_is_not():
+    gpu = {**CUDA_BUILD, **ONE_GPU, "matmul": (CPU_MATMUL, H100_TF32), "ptxas": Ptxas("/x/ptxas", "12.6.85")}
+    with_tf32 = doctor.diagnose(_facts(**gpu, tf32_enabled=True))
+    assert doctor.healthy(with_tf32) and _checks(with_tf32, "note") == ["tf32_on_gpus"]
+    assert "--notf32" in with_tf32[0].fix
+    without = doctor.diagnose(_facts(**gpu, tf32_enabled=False))
+    assert _checks(without) == ["matmul_runs_on_every_device"]
+    assert without[0].message == ("a 256x256 matmul on /device:GPU:0 is off by 0.00014 relative to NumPy's float64 "
+                                  "product (rounding allows 6.15e-05)")
+    far_off = MatmulTiming("/device:GPU:0", 256, 0.05, 671.1, 40.0, None, 0.25)  # wrong results, TF32 or not
+    assert _checks(doctor.diagnose(_facts(**{**gpu, "matmul": (CPU_MATMUL, far_off)}, tf32_enabled=True))) == [
+        "matmul_runs_on_every_device"]
+
+
+@pytest.mark.parametrize("ptxas, severity", [
+    (Ptxas("/site/nvidia/cuda_nvcc/bin/ptxas", "12.5.82"), "problem"),  # tensorflow[and-cuda]'s pin for TF 2.21
+    (Ptxas("/site/nvidia/cuda_nvcc/bin/ptxas", "12.6.2"), "problem"),
+    (Ptxas("/site/nvidia/cuda_nvcc/bin/ptxas", "12.6.3"), None),
+    (Ptxas("/usr/local/cuda/bin/ptxas", "13.0.88"), None),
+    (None, "note"),
+])
+def test_ptxas_before_12_6_3_is_a_problem_on_a_cuda_gpu(ptxas, severity):
+    findings = doctor.diagnose(_facts(**CUDA_BUILD, **ONE_GPU, ptxas=ptxas))
+    assert [(f.check, f.severity) for f in findings] == ([("ptxas", severity)] if severity else [])
+    if severity == "problem":
+        assert findings[0].message.startswith(f"ptxas {ptxas.version} (/site/nvidia/cuda_nvcc/bin/ptxas) is a CUDA 12 "
+                                              "release before 12.6.3")
+        assert findings[0].fix.startswith("pip install 'nvidia-cuda-nvcc-cu12>=12.6.85'")
+    # A CPU build or a machine without a GPU: ptxas does not matter.
+    assert doctor.diagnose(_facts(ptxas=ptxas)) == []
+
+
+def test_find_ptxas_takes_xla_flags_data_dir_first_and_reads_its_version(tmp_path):
+    for name in ("flags", "path"):
+        (tmp_path / name / "bin").mkdir(parents=True)
+        release = "12.6, V12.6.85" if name == "flags" else "12.5, V12.5.82"
+        ptxas = tmp_path / name / "bin" / "ptxas"
+        ptxas.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {release}'\n")
+        ptxas.chmod(0o755)
+    on_path = {"PATH": str(tmp_path / "path" / "bin")}
+    assert doctor.find_ptxas({**on_path, "XLA_FLAGS": f"--xla_gpu_cuda_data_dir={tmp_path / 'flags'}"}) == Ptxas(
+        str(tmp_path / "flags" / "bin" / "ptxas"), "12.6.85")
+    assert doctor.find_ptxas(on_path) == Ptxas(str(tmp_path / "path" / "bin" / "ptxas"), "12.5.82")
+    assert doctor.find_ptxas({"PATH": str(tmp_path)}) is None
+
+
 # --- helpers over real metadata -------------------------------------------------------------------------
+
+def test_libclang_a_requirement_of_tensorflow_only_for_its_build_is_not_reported_missing():
+    installed = doctor.installed_distributions()
+    tensorflow = next(name for name in doctor.TF_DISTRIBUTIONS if name in installed)
+    without = {name: version for name, version in installed.items() if name not in ("libclang", "absl-py")}
+    missing = {unmet.name for unmet in doctor.unsatisfied_requirements(without, of=(tensorflow,))}
+    assert "absl-py" in missing and "libclang" not in missing
+
 
 def test_unsatisfied_requirements_reads_installed_metadata():
     # ml-dtypes' own metadata (installed with TF 2.21) requires numpy>=2.0.0; the versions here are made up.

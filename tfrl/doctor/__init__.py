@@ -22,9 +22,10 @@ from tfrl.doctor.checks import (  # noqa: F401 - the doctor's API
     check_cuda_build_sees_gpu, check_visible_devices_hide_gpus, check_keras_3_with_tf_2_16_or_newer,
     check_keras_backend_is_tensorflow, check_zentf_matches_tf, check_zentf_enabled, check_zentf_on_amd_cpu,
     check_cnn_precision_on_cpu, check_requirements_met, check_xla_compiles, check_matmul_runs_on_every_device,
-    diagnose, healthy)
+    check_tf32_on_gpus, check_ptxas, diagnose, healthy)
 from tfrl.doctor.facts import (  # noqa: F401
     _relevant_environment, ENVIRONMENT_PREFIXES, ENVIRONMENT_VARIABLES, Facts, Finding, MATMUL_REPEATS,
-    MATMUL_SIZE, MatmulTiming, STACK_DISTRIBUTIONS, TF_COMPANIONS, TF_DISTRIBUTIONS, UnmetRequirement,
-    ZENTF_DISTRIBUTIONS, ZentfFacts, gather_facts, installed_distributions, unsatisfied_requirements)
+    MATMUL_SIZE, MatmulTiming, Ptxas, STACK_DISTRIBUTIONS, TF_COMPANIONS, TF_DISTRIBUTIONS, UnmetRequirement,
+    ZENTF_DISTRIBUTIONS, ZentfFacts, find_ptxas, gather_facts, installed_distributions, product_tolerance,
+    unsatisfied_requirements)
 from tfrl.doctor.report import format_report, to_json  # noqa: F401

@@ -5,7 +5,11 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from tfrl.doctor.facts import Facts, Finding, TF_COMPANIONS, TF_DISTRIBUTIONS, unsatisfied_requirements
+from tfrl.doctor.facts import Facts, Finding, TF_COMPANIONS, TF_DISTRIBUTIONS, product_tolerance
+
+# The first ptxas of CUDA 12 without the clamping miscompile that TF 2.21 warns of ("CUDA versions 12.x.y up to and
+# including 12.6.2 miscompile certain edge cases around clamping").
+PTXAS_FIXED = (12, 6, 3)
 
 # --- checks (pure) ----------------------------------------------------------------------------------
 
@@ -234,23 +238,76 @@ def check_xla_compiles(facts: Facts) -> list[Finding]:
     return [Finding(
         "xla_compiles", "problem",
         f"XLA could not compile a small function: {facts.xla_error}",
-        "train without --xla (it is off by default); on GPUs, XLA needs ptxas (CUDA) or the ROCm device "
-        "libraries on the library path",
+        "train with --noxla (XLA is on by default on GPUs); on GPUs, XLA needs ptxas >= 12.6.3 (CUDA: see the "
+        "ptxas finding) or the ROCm device libraries on the library path",
     )]
 
 
+def _matmul_error_finding(timing, facts: Facts) -> Finding | None:
+    if timing.relative_error is None:  # facts from before relative errors were measured: the old absolute bound
+        wrong = timing.max_abs_error is not None and timing.max_abs_error > 1e-3 * timing.size
+        measured = f"{timing.max_abs_error:.3g} from NumPy" if wrong else ""
+    else:
+        limit = product_tolerance(timing.device, timing.size, facts.tf32_enabled)
+        wrong = timing.relative_error > limit
+        measured = (f"{timing.relative_error:.3g} relative to NumPy's float64 product (rounding allows {limit:.3g}"
+                    f"{' with TF32' if facts.tf32_enabled and ':GPU:' in timing.device else ''})")
+    if not wrong:
+        return None
+    return Finding("matmul_runs_on_every_device", "problem",
+                   f"a {timing.size}x{timing.size} matmul on {timing.device} is off by {measured}",
+                   "the device computes wrong results: do not train on it; update its driver")
+
+
 def check_matmul_runs_on_every_device(facts: Facts) -> list[Finding]:
-    return [Finding(
+    failed = [Finding(
         "matmul_runs_on_every_device", "problem",
         f"a {timing.size}x{timing.size} matmul failed on {timing.device}: {timing.error}",
         "avoid this device (--device, --visible_gpus); on a GPU, compare the driver and runtime versions "
         "with the build's (see 'build' above)",
-    ) for timing in facts.matmul if timing.error is not None] + [Finding(
-        "matmul_runs_on_every_device", "problem",
-        f"a {timing.size}x{timing.size} matmul on {timing.device} is off by {timing.max_abs_error:.3g} from NumPy",
-        "the device computes wrong results: do not train on it; update its driver",
-    ) for timing in facts.matmul
-        if timing.max_abs_error is not None and timing.max_abs_error > 1e-3 * timing.size]
+    ) for timing in facts.matmul if timing.error is not None]
+    wrong = [_matmul_error_finding(timing, facts) for timing in facts.matmul if timing.error is None]
+    return failed + [finding for finding in wrong if finding is not None]
+
+
+def check_tf32_on_gpus(facts: Facts) -> list[Finding]:
+    """TensorFloat-32 is no fault, but it makes float32 on a GPU less exact than on a CPU: say so, and the switch."""
+    if not facts.tf32_enabled or not _physical_gpus(facts):
+        return []
+    return [Finding(
+        "tf32_on_gpus", "note",
+        "TensorFloat-32 is on (TensorFlow's default): on NVIDIA GPUs from Ampere on, float32 matmuls and "
+        "convolutions round their inputs to 10 mantissa bits (relative errors near 1e-3 instead of 1e-7)",
+        "none needed for training; --notf32 (tfrl train, evaluate) computes in full float32",
+    )]
+
+
+def _version_numbers(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+def check_ptxas(facts: Facts) -> list[Finding]:
+    """XLA (on by default on GPUs) assembles its GPU kernels with CUDA's ptxas."""
+    if not _is_gpu_build(facts, "cuda") or not _physical_gpus(facts):
+        return []
+    if facts.ptxas is None:
+        return [Finding(
+            "ptxas", "note",
+            "no ptxas found (XLA_FLAGS' --xla_gpu_cuda_data_dir, the nvidia-cuda-nvcc-cu12 wheel, PATH): XLA, on "
+            "by default on GPUs, needs it to compile for the GPU",
+            "pip install 'nvidia-cuda-nvcc-cu12>=12.6.85', or put CUDA's bin/ on PATH (docs/hardware.md)",
+        )]
+    version = _version_numbers(facts.ptxas.version or "")
+    if not version or version[0] != 12 or version >= PTXAS_FIXED:
+        return []
+    return [Finding(
+        "ptxas", "problem",
+        f"ptxas {facts.ptxas.version} ({facts.ptxas.path}) is a CUDA 12 release before 12.6.3, which miscompile "
+        "certain edge cases around clamping (TensorFlow warns of it); XLA, on by default on GPUs, compiles "
+        "tfrl's train steps with it",
+        "pip install 'nvidia-cuda-nvcc-cu12>=12.6.85' (TF pins 12.5.82; the newer ptxas works with it: "
+        "docs/hardware.md), or put a ptxas >= 12.6.3 first on PATH",
+    )]
 
 
 CHECKS: tuple[Callable[[Facts], list[Finding]], ...] = (
@@ -268,6 +325,8 @@ CHECKS: tuple[Callable[[Facts], list[Finding]], ...] = (
     check_cnn_precision_on_cpu,
     check_xla_compiles,
     check_matmul_runs_on_every_device,
+    check_tf32_on_gpus,
+    check_ptxas,
 )
 
 

@@ -14,6 +14,7 @@ import platform
 import re
 import shutil
 import statistics
+import subprocess
 import time
 from typing import Mapping
 
@@ -45,6 +46,18 @@ ENVIRONMENT_PREFIXES = ("MIOPEN_", "ZENDNN", "ZEN_", "USE_ZENDNN", "OMP_", "KMP_
 
 MATMUL_SIZE = 256  # n of the timed n x n @ n x n float32 matmul: 2 n^3 = 33.6 MFLOP
 MATMUL_REPEATS = 30
+# Declared requirements of TensorFlow's wheels that running it does not need, so not reported when missing:
+# libclang serves TF's build and code generators, and GPU bundles built without a package index leave it out.
+NOT_NEEDED_TO_RUN = frozenset({"libclang"})
+
+
+def product_tolerance(device: str, length: int, tf32: bool | None) -> float:
+    """The largest relative error (|error| / (|A| @ |B|)) that rounding allows a float32 product of `length`-term
+    dot products on `device`: each input rounded once (to TensorFloat-32's 10 mantissa bits on a GPU with TF32 on:
+    unit 2**-11; else float32's 2**-24) and each of the sums, with a margin of 4. A device computing wrong
+    results misses it by orders of magnitude."""
+    inputs = 2.0**-11 if tf32 and ":GPU:" in device else 2.0**-24
+    return 4 * (2 * inputs + length * 2.0**-24)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +70,9 @@ class MatmulTiming:
     gflops: float | None  # 2 n^3 / median time
     max_abs_error: float | None  # against NumPy's float64 product of the same inputs
     error: str | None  # first line of the exception, if the matmul failed
+    # max over entries of |error| / (|A| @ |B|): what rounding bounds (checks.product_tolerance), whatever the
+    # size of the numbers
+    relative_error: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +83,14 @@ class ZentfFacts:
     version: str
     built_for_tf: str | None  # the TF version it was built against (zentf/_build_info.py), None = unknown
     plugin_library: str | None  # tensorflow-plugins/libamdcpu_plugin.so that TF loads at import; None = missing
+
+
+@dataclasses.dataclass(frozen=True)
+class Ptxas:
+    """CUDA's PTX assembler, which XLA runs to compile for NVIDIA GPUs."""
+
+    path: str
+    version: str | None  # "12.5.82" (from `ptxas --version`); None = it did not say
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +133,8 @@ class Facts:
     gpu_tools: dict[str, str | None]  # rocminfo, nvidia-smi: path on PATH, None = absent
     kfd: str  # /dev/kfd, the ROCm kernel driver's device: "ok", "absent" or "no access"
     cpu_bf16: tuple[str, ...] = ()  # the CPU's bfloat16 instruction flags (tfrl.cpu_features.bf16_flags())
+    tf32_enabled: bool | None = None  # TensorFloat-32 for float32 matmuls on GPUs; None = not asked (no TF)
+    ptxas: Ptxas | None = None  # the ptxas XLA would find; None = none found, or not a CUDA build
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +178,8 @@ def unsatisfied_requirements(installed: dict[str, str],
             if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
                 continue  # an extra's requirement, or another platform's
             name = _normalize(requirement.name)
+            if name in NOT_NEEDED_TO_RUN:
+                continue
             have = installed.get(name)
             try:
                 satisfied = have is not None and requirement.specifier.contains(have, prereleases=True)
@@ -213,21 +241,33 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-def _try_xla(tf) -> tuple[bool, str | None]:
-    """Compiles a small dense layer with XLA and compares it with the same function without XLA."""
-    x = tf.reshape(tf.range(24, dtype=tf.float32) / 24.0, (4, 6))
-    w = tf.reshape(tf.range(18, dtype=tf.float32) / 18.0 - 0.5, (6, 3))
+def _try_xla(tf, devices: tuple[str, ...], tf32: bool) -> tuple[bool, str | None]:
+    """Compiles a small dense layer with XLA on each logical device; both it and the uncompiled layer must match
+    NumPy's float64 result within what rounding allows there (checks.product_tolerance)."""
+    import numpy as np
+
+    x_host = (np.arange(24, dtype=np.float32) / 24.0).reshape(4, 6)
+    w_host = (np.arange(18, dtype=np.float32) / 18.0 - 0.5).reshape(6, 3)
+    expected = np.maximum(x_host.astype(np.float64) @ w_host + 0.1, 0.0)
+    scale = np.abs(x_host).astype(np.float64) @ np.abs(w_host) + 0.1  # what the rounding errors scale with
 
     def layer(x, w):
         return tf.nn.relu(tf.matmul(x, w) + 0.1)
 
-    try:
-        compiled = tf.function(layer, jit_compile=True)(x, w).numpy()
-    except Exception as error:  # XLA reports missing kernels, ptxas or ROCm-device-lib problems as many types
-        return False, _first_line(error)
-    expected = layer(x, w).numpy()
-    if not (abs(compiled - expected) <= 1e-5).all():
-        return False, f"jit_compile result differs from the uncompiled one by {abs(compiled - expected).max():.3g}"
+    for device in devices:
+        try:
+            with tf.device(device):
+                x, w = tf.constant(x_host), tf.constant(w_host)
+                results = {"compiled": tf.function(layer, jit_compile=True)(x, w).numpy(),
+                           "uncompiled": layer(x, w).numpy()}
+        except Exception as error:  # XLA reports missing kernels, ptxas or ROCm-device-lib problems as many types
+            return False, f"on {device}: {_first_line(error)}"
+        limit = product_tolerance(device, 6, tf32)
+        for name, result in results.items():
+            relative = float((np.abs(result - expected) / scale).max())
+            if relative > limit:
+                return False, (f"on {device}: the {name} result is off by {relative:.3g} relative to NumPy's "
+                               f"float64 one (rounding allows {limit:.3g})")
     return True, None
 
 
@@ -249,8 +289,31 @@ def _time_matmul(tf, device: str, size: int) -> MatmulTiming:
     except Exception as error:  # a broken GPU runtime fails here with a variety of error types
         return MatmulTiming(device, size, None, None, None, _first_line(error))
     median = statistics.median(times)
-    error = float(np.abs(product - a_host.astype(np.float64) @ b_host.astype(np.float64)).max())
-    return MatmulTiming(device, size, median * 1e3, 2 * size**3 / median / 1e9, error, None)
+    error = np.abs(product - a_host.astype(np.float64) @ b_host.astype(np.float64))
+    relative = float((error / (np.abs(a_host).astype(np.float64) @ np.abs(b_host))).max())
+    return MatmulTiming(device, size, median * 1e3, 2 * size**3 / median / 1e9, float(error.max()), None, relative)
+
+
+def find_ptxas(environment: Mapping[str, str]) -> Ptxas | None:
+    """The first ptxas of: XLA_FLAGS' --xla_gpu_cuda_data_dir, the nvidia-cuda-nvcc-cu12 wheel, PATH."""
+    candidates = []
+    data_dir = re.search(r"--xla_gpu_cuda_data_dir=(\S+)", environment.get("XLA_FLAGS") or "")
+    if data_dir:
+        candidates.append(pathlib.Path(data_dir.group(1)) / "bin" / "ptxas")
+    nvcc = importlib.util.find_spec("nvidia.cuda_nvcc") if importlib.util.find_spec("nvidia") else None
+    if nvcc is not None and nvcc.submodule_search_locations:
+        candidates += [pathlib.Path(location) / "bin" / "ptxas" for location in nvcc.submodule_search_locations]
+    on_path = shutil.which("ptxas", path=environment.get("PATH"))
+    candidates += [pathlib.Path(on_path)] if on_path else []
+    path = next((candidate for candidate in candidates if candidate.is_file()), None)
+    if path is None:
+        return None
+    try:
+        output = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        output = ""
+    version = re.search(r"V(\d+\.\d+\.\d+)", output)
+    return Ptxas(str(path), version.group(1) if version else None)
 
 
 def gather_facts(logical_cpus: int = 1, matmul_size: int = MATMUL_SIZE,
@@ -295,6 +358,9 @@ def gather_facts(logical_cpus: int = 1, matmul_size: int = MATMUL_SIZE,
         logical_devices=tuple(d.name for d in tf.config.list_logical_devices()),
         pluggable_devices=tuple(runtime.pluggable_devices()),
     )
-    facts["xla_compiles"], facts["xla_error"] = _try_xla(tf)
+    facts["tf32_enabled"] = bool(tf.config.experimental.tensor_float_32_execution_enabled())
+    facts["xla_compiles"], facts["xla_error"] = _try_xla(tf, facts["logical_devices"], facts["tf32_enabled"])
+    if facts["build_info"].get("is_cuda_build") == "True":
+        facts["ptxas"] = find_ptxas(os.environ)
     facts["matmul"] = tuple(_time_matmul(tf, name, matmul_size) for name in facts["logical_devices"])
     return Facts(**facts)

@@ -39,10 +39,17 @@ def format_report(facts: Facts, findings: list[Finding]) -> str:
         lines.append("  XLA: compiles and runs a small function" if facts.xla_compiles
                      else f"  XLA: FAILED ({facts.xla_error})")
     for timing in facts.matmul:
+        relative = "" if timing.relative_error is None else f" (relative {timing.relative_error:.2g})"
         lines.append(
             f"  matmul {timing.size}x{timing.size} float32 on {timing.device}: "
             + (f"FAILED ({timing.error})" if timing.error else
-               f"{timing.median_ms:.3f} ms ({timing.gflops:.1f} GFLOP/s), max |error| vs NumPy {timing.max_abs_error:.2g}"))
+               f"{timing.median_ms:.3f} ms ({timing.gflops:.1f} GFLOP/s), max |error| vs NumPy "
+               f"{timing.max_abs_error:.2g}{relative}"))
+    if facts.tf32_enabled is not None and any(":GPU:" in name for name in facts.physical_devices):
+        lines.append(f"  TF32 (float32 matmuls on GPUs from Ampere on): {'on' if facts.tf32_enabled else 'off'}")
+    if facts.build_info.get("is_cuda_build") == "True":
+        lines.append("  ptxas: " + (f"{facts.ptxas.version or 'version unknown'} ({facts.ptxas.path})"
+                                    if facts.ptxas else "not found"))
     tools = ", ".join(f"{tool}={path or 'absent'}" for tool, path in facts.gpu_tools.items())
     lines.append(f"  GPU tools: {tools}; /dev/kfd: {facts.kfd}")
     lines.append("  environment:")
