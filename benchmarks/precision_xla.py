@@ -11,7 +11,8 @@ Shapes are LunarLander's (obs 8, 4 actions). DQN: one train call = K=4 gradient 
 Q-network [256, 256] (as benchmarks/dqn_train_step.py). A2C: one train call = one update on a rollout of
 8 envs x 5 steps = 40 transitions, separate [64, 64] tanh torsos (the SB3 zoo settings). dqn_cnn: Atari's
 shapes (84x84x4 uint8 frames, 4 actions), the Nature CNN and a [512] layer, one train call = one gradient step
-on a batch of 32 (Mnih et al. 2015). sac: LunarLanderContinuous' shapes (obs 8, 2 actions), twin Q-networks
+on a batch of 32 (Mnih et al. 2015). ppo_lunarlander: one update of the ppo-lunarlander preset (16 x 1024
+transitions, 4 epochs of minibatches of 64: 1024 Adam steps in one call, [64, 64] tanh torsos). sac: LunarLanderContinuous' shapes (obs 8, 2 actions), twin Q-networks
 and an actor of [256, 256], one train call = K=64 gradient steps on batches of 256 (SAC's presets); its "first
 loss" is the critic loss. sac_halfcheetah, td3_halfcheetah: HalfCheetah-v5's shapes (obs 17, 6 actions) and the
 settings of the presets sac-halfcheetah-sb3zoo ([256, 256], batch 256) and td3-halfcheetah-sb3zoo ([400, 300],
@@ -44,6 +45,8 @@ from tfrl.agents.a2c.learning import A2CLearner
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
+from tfrl.agents.ppo.config import PPOConfig
+from tfrl.agents.ppo.learning import PPOLearner
 from tfrl.agents.sac.config import SACConfig
 from tfrl.agents.sac.learning import SACBatch, SACLearner
 from tfrl.agents.td3.config import TD3Config
@@ -51,8 +54,8 @@ from tfrl.envs import EnvInfo
 
 ALL_COMBOS = [f"{policy}:{xla}" for policy in runtime_lib.PRECISION_POLICIES for xla in ("off", "on")]
 flags.DEFINE_list("combos", ALL_COMBOS, "precision:xla pairs, xla one of on/off.")
-flags.DEFINE_list("agents", ["dqn", "a2c"], "Agents whose train step is timed: dqn, a2c, dqn_cnn, sac, "
-                  "sac_halfcheetah, td3_halfcheetah.")
+flags.DEFINE_list("agents", ["dqn", "a2c"], "Agents whose train step is timed: dqn, a2c, ppo_lunarlander, dqn_cnn, "
+                  "sac, sac_halfcheetah, td3_halfcheetah.")
 flags.DEFINE_integer("calls", 100, "Train calls per timed block.")
 flags.DEFINE_integer("repeats", 5, "Timed blocks per combination; the median is reported.")
 flags.DEFINE_integer("warmup_calls", 20, "Untimed calls per learner first (tracing, XLA compilation).")
@@ -116,6 +119,21 @@ def _a2c_case(runtime: runtime_lib.Runtime, rng: np.random.Generator) -> callabl
     return lambda: learner.update(rollout)
 
 
+def _ppo_lunarlander_case(runtime: runtime_lib.Runtime, rng: np.random.Generator) -> callable:
+    """One update of the ppo-lunarlander preset: a rollout of 16 envs x 1024 steps, 4 epochs of minibatches of 64
+    (1024 Adam steps in one call)."""
+    preset = presets.find("ppo", LUNAR.env_id, "ppo-lunarlander")
+    config = config_lib.apply_overrides(PPOConfig(), preset.hparams, preset.name)
+    learner = PPOLearner(config, LUNAR, runtime, seed=0)
+    b = config.num_envs * config.rollout_length
+    rollout = Rollout(obs=rng.normal(size=(b, 8)).astype(np.float32),
+                      actions=rng.integers(0, 4, size=b).astype(np.int32),
+                      advantages=rng.normal(size=b).astype(np.float32),
+                      returns=rng.normal(size=b).astype(np.float32),
+                      log_probs=np.full(b, -np.log(4), np.float32), start_env_step=0)
+    return lambda: learner.update(rollout)
+
+
 def _sac_case(runtime: runtime_lib.Runtime, rng: np.random.Generator) -> callable:
     learner = SACLearner(SACConfig(gradient_steps_per_train=64, train_period_env_steps=64), LUNAR_CONTINUOUS,
                          runtime)
@@ -165,7 +183,8 @@ def main(argv):
     if FLAGS.cartpole_seed is not None:
         cartpole_outcomes([_parse_combo(combo) for combo in FLAGS.combos], FLAGS.cartpole_seed)
         return
-    builders = {"dqn": _dqn_case, "a2c": _a2c_case, "dqn_cnn": _dqn_cnn_case, "sac": _sac_case,
+    builders = {"dqn": _dqn_case, "a2c": _a2c_case, "ppo_lunarlander": _ppo_lunarlander_case, "dqn_cnn": _dqn_cnn_case,
+                "sac": _sac_case,
                 "sac_halfcheetah": lambda runtime, rng: _mujoco_case("sac", runtime, rng),
                 "td3_halfcheetah": lambda runtime, rng: _mujoco_case("td3", runtime, rng)}
     for agent in FLAGS.agents:
