@@ -263,6 +263,54 @@ def test_the_masked_export_never_returns_an_illegal_action_for_1000_random_masks
         client.close()
 
 
+@pytest.mark.parametrize("agent", ["dqn", "ppo"])
+def test_a_mask_that_allows_nothing_or_holds_other_values_than_0_and_1_gets_no_action(masked_exports, agent):
+    state = np.zeros((2, 10), np.float32)
+    legal = np.zeros((2, 10), np.uint8)
+    legal[:, 3] = 1
+    none_legal = legal.copy()
+    none_legal[1] = 0
+    run = masked_exports[agent]
+    for policy in (tfrl.load_policy(run.saved_model), tfrl.load_policy(run.run_dir)):
+        assert (policy({"state": state, MASK_KEY: legal}) == 3).all()
+        with pytest.raises(UsageError, match="action_mask' of row 1 allows no action: there is no right answer"):
+            policy({"state": state, MASK_KEY: none_legal})
+        with pytest.raises(UsageError, match="allows no action"):
+            policy({"state": state[0], MASK_KEY: np.zeros(10, np.uint8)})  # one observation too
+        for value in (2, 0.5, -1, np.nan):
+            bad = legal.astype(np.float64)
+            bad[0, 5] = value
+            with pytest.raises(UsageError, match="must hold only 0 and 1"):
+                policy({"state": state, MASK_KEY: bad})
+        assert (policy({"state": state, MASK_KEY: legal.astype(bool)}) == 3).all()  # booleans are 0 and 1
+    # The SavedModel itself (what TF Serving runs) answers with its flag: the action of row 1 means nothing.
+    signature = tf.saved_model.load(str(run.saved_model)).signatures["serving_default"]
+    raw = signature(state=tf.constant(state), action_mask=tf.constant(none_legal))
+    assert raw["no_legal_action"].numpy().tolist() == [False, True] and int(raw["action"][0]) == 3
+    # tfrl-serve: 400, for no legal action and for a 2.
+    from tfrl.model_server.options import ServerOptions
+
+    options = ServerOptions(model_name="pick", model_base_path=run.saved_model.parent)
+    with serving_helpers.running_server(options) as (port, _):
+        client = serving_helpers.Client(port)
+        for mask, message in ((none_legal, "the mask of row 1 allows no action"), (legal * 2, "only 0 and 1")):
+            status, answer = client.predict("pick", {"inputs": {"state": state.tolist(), MASK_KEY: mask.tolist()}})
+            assert status == 400 and message in answer["error"], answer
+        status, answer = client.predict("pick", {"inputs": {"state": state.tolist(), MASK_KEY: legal.tolist()}})
+        assert status == 200 and [row for row in answer["outputs"]["action"]] == [3, 3], answer
+        client.close()
+
+
+def test_greedy_scores_flag_a_row_where_one_part_of_a_multi_part_action_has_no_legal_value():
+    from tfrl import networks
+
+    mask = tf.constant([[1, 0, 0, 1, 1], [0, 0, 0, 1, 0], [1, 1, 1, 0, 0]], tf.uint8)  # parts of 3 and 2 values
+    scores, flags = networks.greedy_scores({MASK_KEY: mask}, tf.zeros([3, 5]), part_sizes=(3, 2))
+    assert flags["no_legal_action"].numpy().tolist() == [False, True, True]
+    assert scores.numpy()[0].tolist() == [0.0, np.finfo(np.float32).min, np.finfo(np.float32).min, 0.0, 0.0]
+    assert networks.greedy_scores({"x": mask}, tf.zeros([3, 5]))[1] == {}  # no mask: no flag
+
+
 def test_masking_lets_ppo_solve_the_masked_env_quickly(masked_exports):
     # MaskedPick's "state" shows every action's payoff, decoys on illegal ones included: with the mask the policy
     # reads the reward off; 4096 env steps are enough to score well above the random legal policy's 12.

@@ -56,10 +56,12 @@ _LAZY = {"train": "tfrl.api", "Run": "tfrl.api", "Policy": "tfrl.api",
          "Callback": "tfrl.callbacks", "StopOnReturn": "tfrl.callbacks", "RuntimeOptions": "tfrl.runtime"}
 
 
-def load_policy(path, checkpoint=None, best: bool = False, threads: int = 1):
+def load_policy(path, checkpoint=None, best: bool = False, threads: int = 1, allow_non_finite: bool = False):
     """The greedy policy at `path` (tfrl.api.load_policy): a run directory, an exported SavedModel or model
     directory, or a LiteRT (.tflite) or ONNX (.onnx) file, which loads with NumPy and its runtime alone (no
-    TensorFlow or Keras is imported; tfrl.portable.runtime, on `threads` CPU threads)."""
+    TensorFlow or Keras is imported; tfrl.portable.runtime, on `threads` CPU threads). Every one refuses
+    observations with NaN, Inf or numbers beyond float32's range unless allow_non_finite (then the raw outputs
+    come back), and action masks with values other than 0 and 1 or a row that allows no action."""
     from tfrl.portable import runtime
 
     if isinstance(path, (str, os.PathLike)) and runtime.is_portable(path):
@@ -68,9 +70,10 @@ def load_policy(path, checkpoint=None, best: bool = False, threads: int = 1):
 
             raise UsageError(f"{path} is a {runtime.FORMATS[os.path.splitext(path)[1]]} file: checkpoint and best "
                              "apply to run directories only")
-        return runtime.load(path, threads=threads)
+        return runtime.load(path, threads=threads, allow_non_finite=allow_non_finite)
     require_tensorflow()
-    return importlib.import_module("tfrl.api").load_policy(path, checkpoint=checkpoint, best=best)
+    return importlib.import_module("tfrl.api").load_policy(path, checkpoint=checkpoint, best=best,
+                                                           allow_non_finite=allow_non_finite)
 
 
 def __getattr__(name: str):

@@ -203,8 +203,9 @@ class Policy:
 
     def __init__(self, outputs: Callable[..., Mapping[str, Any]], observations: ObsSpec, source: str,
                  metadata: Mapping[str, Any] | None = None, keep_alive: Any = None, state_size: int = 0,
-                 own_space: str | Mapping[str, Any] | None = None):
+                 own_space: str | Mapping[str, Any] | None = None, allow_non_finite: bool = False):
         self._outputs = outputs
+        self.allow_non_finite = allow_non_finite  # NaN, Inf and numbers beyond float32 in observations: refused
         self.observations = observations
         self.source = source
         self.metadata = metadata
@@ -238,6 +239,7 @@ class Policy:
         if not np.all(np.isfinite(state)):
             raise UsageError(f"{self.source}: the state holds NaN or Inf (start an episode with zeros)")
         result = self._outputs(batch, state.reshape(-1, self.state_size))
+        policy_inputs.check_answer(result, self.source)
         actions, next_state = np.asarray(result["action"]), np.asarray(result["state"])
         return (actions[0], next_state[0]) if single else (actions, next_state)
 
@@ -263,38 +265,45 @@ class Policy:
 
     def _call(self, batch) -> Mapping[str, Any]:
         if not self.state_size:
-            return self._outputs(batch)
+            result = self._outputs(batch)
+            policy_inputs.check_answer(result, self.source)
+            return result
         rows = policy_inputs.batch_rows(batch)
         result = self._outputs(batch, self._memory.take(rows))
+        policy_inputs.check_answer(result, self.source)  # before the states are kept: a refused call changes none
         self._memory.keep(np.asarray(result["state"]))
         return result
 
     def _as_batch(self, obs) -> tuple[Any, bool]:
         """(the observations as a batch the signature takes, whether one observation was given)."""
         obs = env_space.to_fields(self._own_space, obs, self.source)
-        return policy_inputs.as_batch(self.observations.fields, self.observations.structured, obs, self.source)
+        return policy_inputs.as_batch(self.observations.fields, self.observations.structured, obs, self.source,
+                                      self.allow_non_finite)
 
     def __repr__(self) -> str:
         shape = self.obs_shape if not self.observations.structured else {f.key: f.shape for f in self.observations.fields}
         return f"Policy({self.source}, observations={shape})"
 
 
-def load_policy(path: str | os.PathLike, checkpoint: int | str | None = None, best: bool = False) -> Policy:
+def load_policy(path: str | os.PathLike, checkpoint: int | str | None = None, best: bool = False,
+                allow_non_finite: bool = False) -> Policy:
     """The greedy policy at `path`: an exported SavedModel version directory, a model directory of versions
     (the highest is taken, as TF Serving does), or a run directory. Of a run directory, by default the policy
     its export holds (its best policy if it keeps one, else its newest checkpoint's); checkpoint="best",
-    "last" or a checkpoint number picks another (best=True is checkpoint="best")."""
+    "last" or a checkpoint number picks another (best=True is checkpoint="best"). The policy refuses (UsageError)
+    observations holding NaN, Inf or numbers beyond float32's range unless allow_non_finite, and always action
+    masks with values other than 0 and 1 or rows that allow no action."""
     if not isinstance(path, (str, os.PathLike)):
         raise UsageError(f"tfrl.load_policy: path must be a path, got {path!r}")
     if portable.is_portable(path):  # no TensorFlow needed: tfrl.load_policy routes these before importing this
-        return tfrl.load_policy(path, checkpoint=checkpoint, best=best)
+        return tfrl.load_policy(path, checkpoint=checkpoint, best=best, allow_non_finite=allow_non_finite)
     path = pathlib.Path(path)
     if (path / runs.CONFIG_FILE).is_file():
         loaded = runs.load_policy(path, checkpoint, best)
         traced = serving.traced_outputs(loaded.policy, loaded.env.observations)
         source = f"{path} ({'best policy' if loaded.best else f'checkpoint {loaded.checkpoint}'})"
         return Policy(traced, loaded.env.observations, source=source, state_size=loaded.policy.state_size,
-                      own_space=loaded.env.env_space)
+                      own_space=loaded.env.env_space, allow_non_finite=allow_non_finite)
     if checkpoint is not None or best:
         raise UsageError(f"{path} is not a run directory: checkpoint and best apply to run directories only")
     versions = export.version_numbers(path)
@@ -302,4 +311,4 @@ def load_policy(path: str | os.PathLike, checkpoint: int | str | None = None, be
         path = path / str(versions[-1])
     served = serving.load(path)
     return Policy(served.outputs, served.observations, source=str(path), metadata=served.metadata,
-                  keep_alive=served.saved_model, state_size=served.state_size)
+                  keep_alive=served.saved_model, state_size=served.state_size, allow_non_finite=allow_non_finite)

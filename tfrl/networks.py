@@ -28,6 +28,7 @@ import tensorflow as tf
 
 from tfrl import config as config_lib
 from tfrl.observations import MASK_KEY, Field, ObsSpec
+from tfrl.policy_inputs import NO_LEGAL_ACTION
 from tfrl.numpy_networks import (  # noqa: F401 - the mirrors' names here too
     NumpyActorCritic, NumpyDeterministicActor, NumpyMirror, NumpyQNetwork, NumpySquashedActor, numpy_input)
 
@@ -141,6 +142,21 @@ def legal_mask(obs):
     if isinstance(obs, dict) and MASK_KEY in obs:
         return tf.cast(obs[MASK_KEY], tf.bool)
     return None
+
+
+def greedy_scores(obs, scores, part_sizes=()):
+    """(scores [B, A] with the mask's illegal entries at float32's lowest, the export's extra outputs).
+
+    The extra outputs: {NO_LEGAL_ACTION: bool [B]}, true where the mask allows no action (for a multi-part action,
+    part_sizes: in some part). Such a row has no right answer: its "action" is whatever argmax gives (0), and the
+    loaders and tfrl-serve refuse the request; TF Serving returns it with this flag. {} without a mask.
+    """
+    legal = legal_mask(obs)
+    if legal is None:
+        return scores, {}
+    parts = tf.split(legal, list(part_sizes), axis=-1) if part_sizes else [legal]
+    none_legal = tf.reduce_any(tf.stack([tf.logical_not(tf.reduce_any(part, axis=-1)) for part in parts], -1), -1)
+    return tf.where(legal, scores, tf.float32.min), {NO_LEGAL_ACTION: none_legal}
 
 
 def rows_at(obs, index):

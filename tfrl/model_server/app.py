@@ -179,6 +179,7 @@ class ModelServerApp:
                 code = errors.tf_error_code_name(error)
                 raise errors.ServingError(errors.INVALID_ARGUMENT if code == "INVALID_ARGUMENT" else errors.INTERNAL,
                                           f"model call failed: {' '.join(str(error).split())[:500]}") from error
+            signature.check_answer(outputs)
             return await _joined(signature.response_json(outputs, parsed.row_format, _ANSWER_CHUNK_ROWS))
         finally:
             served.in_flight -= 1

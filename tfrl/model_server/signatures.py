@@ -37,6 +37,10 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tfrl.model_server.errors import invalid_argument
 
 DEFAULT_SIGNATURE = "serving_default"
+# tfrl's exports (tfrl.policy_inputs' names; the server imports no tfrl code outside this package): a masked
+# policy's mask input (1 = legal, 0 = illegal) and its flag output for a row whose mask allows no action.
+MASK_INPUT = "action_mask"
+NO_LEGAL_ACTION = "no_legal_action"
 # JSON value kinds numpy infers (np.asarray of parsed JSON) that each dtype family accepts.
 _ACCEPTED_KINDS = {"float": "fiu", "int": "iu", "bool": "b"}
 _KIND_NAMES = {"f": "non-integer numbers", "i": "integers", "u": "integers", "b": "booleans", "U": "strings",
@@ -114,8 +118,22 @@ class Signature:
             raise invalid_argument("missing 'instances' (row format) or 'inputs' (columnar format)")
         convert = lambda value, info, where: _to_array(value, info, where, allow_non_finite, may_hold_booleans)
         if has_instances:
-            return self._parse_rows(request["instances"], convert)
-        return self._parse_columns(request["inputs"], convert)
+            parsed = self._parse_rows(request["instances"], convert)
+        else:
+            parsed = self._parse_columns(request["inputs"], convert)
+        if MASK_INPUT in parsed.inputs:
+            _check_mask(parsed.inputs[MASK_INPUT])
+        return parsed
+
+    def check_answer(self, outputs: Mapping[str, np.ndarray]) -> None:
+        """ServingError(INVALID_ARGUMENT) if the outputs flag a row whose action mask allows no action: that
+        request has no right answer."""
+        flags = outputs.get(NO_LEGAL_ACTION)
+        if flags is not None and flags.size and flags.any():
+            rows = np.flatnonzero(flags.reshape(-1))
+            raise invalid_argument(f"input '{MASK_INPUT}': the mask of row {int(rows[0])} allows no action (in "
+                                   "some part of the action): there is no right answer"
+                                   + (f" ({len(rows)} such rows)" if len(rows) > 1 else ""))
 
     def _parse_rows(self, instances: Any, convert) -> Request:
         if not isinstance(instances, list):
@@ -311,6 +329,18 @@ def _to_array(value: Any, info: TensorInfo, where: str, allow_non_finite: bool,
         with np.errstate(over="ignore"):  # out of range -> inf, as asked for
             return array.astype(numpy_dtype)
     return array.astype(numpy_dtype, copy=False)
+
+
+def _check_mask(mask: np.ndarray) -> None:
+    """A mask holds 0 and 1 only (a 2 would count as legal, a fraction be cut), and allows some action in a row."""
+    if mask.size and not np.all((mask == 0) | (mask == 1)):
+        raise invalid_argument(f"input '{MASK_INPUT}' must hold only 0 and 1 (1 = legal), got "
+                               f"{np.unique(mask[(mask != 0) & (mask != 1)])[:3].tolist()}")
+    if mask.ndim >= 2 and mask.size:
+        empty = np.flatnonzero(~mask.reshape(len(mask), -1).astype(bool).any(axis=-1))
+        if len(empty):
+            raise invalid_argument(f"input '{MASK_INPUT}': the mask of row {int(empty[0])} allows no action: "
+                                   "there is no right answer")
 
 
 def _holds_boolean(value: Any) -> bool:

@@ -38,8 +38,9 @@ class PortablePolicy:
     """A greedy policy in a LiteRT or ONNX file: policy(obs) -> actions, for one observation or a batch."""
 
     def __init__(self, path: pathlib.Path, run: Callable[[Mapping[str, np.ndarray]], dict],
-                 inputs: dict[str, policy_inputs.Field], metadata: dict | None):
+                 inputs: dict[str, policy_inputs.Field], metadata: dict | None, allow_non_finite: bool = False):
         self.path, self.format, self.metadata = path, FORMATS[path.suffix], metadata
+        self.allow_non_finite = allow_non_finite  # NaN, Inf and numbers beyond float32 in observations: refused
         self.source = str(path)
         self._run = run
         self._inputs = inputs  # input name -> its field (key: the Dict key, or "observation")
@@ -52,18 +53,23 @@ class PortablePolicy:
 
     def outputs(self, obs) -> dict[str, np.ndarray]:
         batch, _ = self._as_batch(obs)
-        return self._run(self._feed(batch))
+        return self._checked_run(batch)
 
     def __call__(self, obs) -> np.ndarray:
         batch, single = self._as_batch(obs)
-        actions = self._run(self._feed(batch))["action"]
+        actions = self._checked_run(batch)["action"]
         return actions[0] if single else actions
+
+    def _checked_run(self, batch) -> dict[str, np.ndarray]:
+        result = self._run(self._feed(batch))
+        policy_inputs.check_answer(result, self.source)
+        return result
 
     def _as_batch(self, obs) -> tuple[Any, bool]:
         """(the observations as a batch the file takes, the env's own converted (tfrl.env_space); whether one
         observation was given)."""
         obs = env_space.to_fields(self._own_space, obs, self.source)
-        return policy_inputs.as_batch(self.fields, self.structured, obs, self.source)
+        return policy_inputs.as_batch(self.fields, self.structured, obs, self.source, self.allow_non_finite)
 
     def _feed(self, batch) -> dict[str, np.ndarray]:
         if not self.structured:
@@ -74,8 +80,9 @@ class PortablePolicy:
         return f"PortablePolicy({self.source}, {self.format}, inputs={ {f.key: f.shape for f in self.fields} })"
 
 
-def load(path: str | pathlib.Path, threads: int = 1) -> PortablePolicy:
-    """The policy in a .tflite or .onnx file written by `tfrl export --format=litert|onnx`."""
+def load(path: str | pathlib.Path, threads: int = 1, allow_non_finite: bool = False) -> PortablePolicy:
+    """The policy in a .tflite or .onnx file written by `tfrl export --format=litert|onnx`; allow_non_finite as
+    tfrl.load_policy's."""
     path = pathlib.Path(path)
     if path.suffix not in FORMATS:
         raise UsageError(f"{path}: not a LiteRT (.tflite) or ONNX (.onnx) file")
@@ -92,7 +99,7 @@ def load(path: str | pathlib.Path, threads: int = 1) -> PortablePolicy:
         raise UsageError(f"{path}: cannot load it as {FORMATS[path.suffix]}, is it truncated or damaged? "
                          f"({reason})") from None
     metadata = _metadata(path)
-    return PortablePolicy(path, run, _fields(specs, metadata), metadata)
+    return PortablePolicy(path, run, _fields(specs, metadata), metadata, allow_non_finite)
 
 
 def _runtime(fmt: str, path: pathlib.Path):

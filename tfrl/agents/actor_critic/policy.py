@@ -22,16 +22,17 @@ def greedy_outputs(network, head=None, recurrent: bool = False):
     MultiDiscrete:    {"action": each dimension's argmax int64 [B, D], "logits": float32 [B, sum(nvec)], "value"}
     Gaussian head:    {"action": the mean clipped to the Box, float32 [B, *action_shape], "mean": float32 [B, D],
                        "log_std": float32 [B, D], "value": float32 [B]}
-    With an action mask (Dict observations' action_mask), the argmax ranges over the legal actions only.
+    With an action mask (Dict observations' action_mask), the argmax ranges over the legal actions only, and
+    "no_legal_action" bool [B] flags the rows whose mask allows none (networks.greedy_scores).
     recurrent: (observation, state [B, S]) -> the same and "state", the next state [B, S] float32.
     """
     gaussian = isinstance(head, GaussianHead)
 
     def from_params(observation, params, value):
         if not gaussian:
-            legal = networks.legal_mask(observation)
-            scores = params if legal is None else tf.where(legal, params, tf.float32.min)
-            return {"action": _argmax(scores, head), "logits": params, "value": value}
+            parts = head.nvec if isinstance(head, MultiCategoricalHead) else ()
+            scores, flags = networks.greedy_scores(observation, params, parts)
+            return {"action": _argmax(scores, head), "logits": params, "value": value, **flags}
         mean, log_std = tf.split(params, 2, axis=-1)
         action = tf.reshape(tf.clip_by_value(mean, head.low, head.high), [-1, *head.action_shape])
         return {"action": action, "mean": mean, "log_std": log_std, "value": value}

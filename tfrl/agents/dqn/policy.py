@@ -22,13 +22,13 @@ def make_q_network(config: DQNConfig, env: EnvInfo, name: str = "q_network"):
 
 def greedy_outputs(q_network):
     """observation [B, *obs_shape] (or a Dict observation's fields) -> {"action": argmax_a Q(s, a) int64 [B],
-    "q_values": Q(s, .) float32 [B, A]}; with an action mask, the argmax over the legal actions."""
+    "q_values": Q(s, .) float32 [B, A]}; with an action mask, the argmax over the legal actions and
+    "no_legal_action" bool [B] (networks.greedy_scores)."""
 
     def outputs(observation):
         q_values = q_network(networks.network_input(observation), training=False)  # [B, A], float32 always
-        legal = networks.legal_mask(observation)
-        scores = q_values if legal is None else tf.where(legal, q_values, tf.float32.min)
-        return {"action": tf.argmax(scores, axis=-1, output_type=tf.int64), "q_values": q_values}
+        scores, flags = networks.greedy_scores(observation, q_values)
+        return {"action": tf.argmax(scores, axis=-1, output_type=tf.int64), "q_values": q_values, **flags}
 
     return outputs
 
