@@ -89,6 +89,35 @@ def test_every_kind_of_policy_converts_and_answers_as_its_saved_model(trained, t
     assert np.shape(tfrl.load_policy(version / "policy.tflite")(one)) == np.shape(want["action"][0])
 
 
+def test_every_loader_refuses_nan_inf_and_out_of_range_observations_unless_allowed(trained, tmp_path):
+    version = _export(trained["dqn"], tmp_path)
+    for path in (version, version / "policy.tflite", version / "policy.onnx"):
+        policy = tfrl.load_policy(path)
+        for bad in (np.nan, np.inf, -np.inf, 1e39):
+            with pytest.raises(UsageError, match=r"observations hold NaN or Inf \(or a number beyond float32's "
+                                                 r"range\) at index \[0, 1\]"):
+                policy.outputs(np.array([[0.0, bad, 0.0, 0.0]]))
+        raw = tfrl.load_policy(path, allow_non_finite=True).outputs(np.array([[0.0, np.nan, 0.0, 0.0]]))
+        assert raw["q_values"].shape == (1, 2), path  # what the network makes of it (a ReLU may hide the NaN)
+        assert policy(np.zeros(4)) in (0, 1)
+
+
+def test_portable_files_refuse_a_mask_that_allows_nothing_or_holds_a_2(trained, tmp_path):
+    version = _export(trained["ppo_dict_mask"], tmp_path)
+    state, mask = np.zeros((2, 10), np.float32), np.zeros((2, 10), np.uint8)
+    mask[0, 4] = 1
+    for file in convert.FILES.values():
+        policy = tfrl.load_policy(version / file)
+        with pytest.raises(UsageError, match="of row 1 allows no action"):
+            policy({"state": state, "action_mask": mask})
+        with pytest.raises(UsageError, match="must hold only 0 and 1"):
+            policy({"state": state, "action_mask": np.maximum(mask * 2, 1)})
+        mask[1, 7] = 1
+        assert policy({"state": state, "action_mask": mask}).tolist() == [4, 7]
+        assert set(policy.outputs({"state": state, "action_mask": mask})["no_legal_action"].tolist()) == {False}
+        mask[1, 7] = 0
+
+
 @pytest.mark.parametrize("quantize, agreement", [("float16", 0.97), ("int8", 0.90)])
 def test_quantized_litert_files_are_smaller_and_within_their_tolerance(trained, tmp_path, quantize, agreement):
     plain = _export(trained["dqn_wide"], tmp_path / "plain", formats=("litert",))
