@@ -109,3 +109,28 @@ def test_image_replay_memory_counts_one_uint8_frame_per_transition():
                         (84, 84, 4), 6, obs_dtype="uint8", frame_stack=4)
     activations = 512 + 20 * 20 * 32 + 9 * 9 * 64 + 7 * 7 * 64 + 84 * 84 * 4
     assert parts["networks"] == 8 * (77_984 + 1_606_144 + 3_591) * 4 + 3 * 32 * activations * 4
+
+
+@pytest.mark.parametrize("periodic", [True, False])
+def test_a_stop_during_an_evaluation_ends_it_at_once_and_saves_the_run(tmp_path, monkeypatch, periodic):
+    import tensorflow  # noqa: F401 - the loop's
+    from tfrl import checkpoints, evaluation, training_loop
+    from tfrl.runtime import Runtime, RuntimeOptions
+
+    # An evaluation of 100,000 episodes (the most a config takes) that the stop request must cut short.
+    config = DQNConfig(total_env_steps=1000, hidden_sizes=(16,), batch_size=16, replay_capacity=500,
+                       learning_starts=300, eval_interval=500 if periodic else 0, eval_episodes=100_000,
+                       final_eval_episodes=100_000, log_interval=500, checkpoint_interval=0)
+    stop, evaluate_episodes = [], evaluation.evaluate_episodes
+
+    def evaluating(*args, **kwargs):
+        stop.append(time.monotonic())  # the signal comes as the evaluation starts
+        return evaluate_episodes(*args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "evaluate_episodes", evaluating)
+    record = training_loop.train("dqn", config, "CartPole-v1", 0, Runtime(RuntimeOptions(), "/device:CPU:0"),
+                                 tmp_path, training_loop.LoopOptions(progress_bar=False, stop_requested=lambda: bool(stop)))
+    assert time.monotonic() - stop[0] < 5  # not the hours of 100,000 episodes
+    assert record == {"kind": "stopped", "env_step": 500 if periodic else 1000,
+                      "checkpoint": checkpoints.latest_checkpoint_number(tmp_path)}
+    assert not (tmp_path / "result.json").exists()

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import pathlib
 import shutil
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from absl import logging
 
@@ -90,7 +90,8 @@ def restore(run_dir: pathlib.Path, policy_items: Mapping[str, Any]) -> checkpoin
 
 
 def log_final_evaluation(run_dir: pathlib.Path, policy: ServingPolicy, observations, env, episodes: int,
-                         seed: int, logger: MetricsLogger, env_step: int) -> dict | None:
+                         seed: int, logger: MetricsLogger, env_step: int,
+                         stop_requested: Callable[[], bool] = lambda: False) -> dict | None:
     """Evaluates the run's best policy on the final evaluation's episodes and logs a "best_eval" record.
 
     `policy` is a fresh serving policy of the agent (restored here). Returns the record, or None if the run
@@ -103,7 +104,8 @@ def log_final_evaluation(run_dir: pathlib.Path, policy: ServingPolicy, observati
         return None
     if restored is None:
         return None
-    returns = evaluation.evaluate(serving.traced_policy(policy, observations), env, episodes, seed=seed)
+    returns = evaluation.evaluate(serving.traced_policy(policy, observations), env, episodes, seed=seed,
+                                  stop_requested=stop_requested)
     return logger.log("best_eval", env_step, {
         "return_mean": float(returns.mean()), "return_std": float(returns.std()), "episodes": len(returns),
         "best_env_step": restored.env_step, "best_eval_return_mean": restored.loop_state.get("eval_return_mean")})

@@ -185,8 +185,14 @@ class LoopConfig:
             require(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
         for name in ("eval_interval", "eval_episodes", "checkpoint_interval"):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("eval_episodes", "final_eval_episodes"):
+            require(getattr(self, name) <= MAX_EVAL_EPISODES, f"{name} must be at most {MAX_EVAL_EPISODES:,} episodes "
+                    f"(an evaluation that would outlast any run), got {getattr(self, name):,}")
         require(not self.keep_best_policy or (self.eval_interval > 0 and self.eval_episodes > 0),
                 "keep_best_policy needs periodic evaluations: eval_interval > 0 and eval_episodes > 0")
+
+
+MAX_EVAL_EPISODES = 100_000  # more is a typo: 100k CartPole episodes are already hours of evaluation
 
 
 def require_positive_sizes(name: str, sizes: Sequence[int]) -> None:

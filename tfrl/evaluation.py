@@ -19,15 +19,25 @@ PERIODIC_SEED_OFFSET = 10_000
 FINAL_SEED_OFFSET = 20_000
 
 
-def evaluate(policy: Policy, env: envs.EnvSpec | str, num_episodes: int, seed: int, num_envs: int = 8) -> np.ndarray:
+class Stopped(Exception):
+    """A stop was requested (SIGTERM, Ctrl-C) while an evaluation ran: it ended before its last episode."""
+
+
+def _never() -> bool:
+    return False
+
+
+def evaluate(policy: Policy, env: envs.EnvSpec | str, num_episodes: int, seed: int, num_envs: int = 8,
+             stop_requested: Callable[[], bool] = _never) -> np.ndarray:
     """Returns of `num_episodes` episodes of `policy` on `env` (an EnvSpec, or an id), run on up to `num_envs` envs
     in parallel."""
-    return evaluate_episodes(policy, env, num_episodes, seed, num_envs)[0]
+    return evaluate_episodes(policy, env, num_episodes, seed, num_envs, stop_requested)[0]
 
 
 def evaluate_episodes(policy: Policy, env: envs.EnvSpec | str, num_episodes: int, seed: int,
-                      num_envs: int = 8) -> tuple[np.ndarray, np.ndarray]:
-    """(returns, lengths) of `num_episodes` episodes of `policy`, run on up to `num_envs` envs in parallel.
+                      num_envs: int = 8, stop_requested: Callable[[], bool] = _never) -> tuple[np.ndarray, np.ndarray]:
+    """(returns, lengths) of `num_episodes` episodes of `policy`, run on up to `num_envs` envs in parallel;
+    Stopped as soon as stop_requested() turns true (polled every vector step).
 
     Each sub-env runs a fixed quota of episodes, so short episodes are not
     over-represented (taking the first N episodes to finish would favour them).
@@ -45,6 +55,8 @@ def evaluate_episodes(policy: Policy, env: envs.EnvSpec | str, num_episodes: int
         lengths: list[int] = []
         done_counts = np.zeros(num_envs, dtype=np.int64)
         while (done_counts < quota).any():
+            if stop_requested():
+                raise Stopped(f"stopped after {len(returns)} of {num_episodes} evaluation episodes")
             obs, _, terminated, truncated, infos = vector_env.step(policy(to_batch(vector_env.obs_spec, obs)))
             done = terminated | truncated
             if done.any():

@@ -6,8 +6,9 @@ the current rollout's update), writes a checkpoint and returns a "stopped" recor
 Running the same command again resumes from that checkpoint. A signal that comes
 before the loop first polls (while the launcher checks its input, TensorFlow loads,
 or thousands of envs are built) stops the process at once (StoppedBeforeTraining):
-there is nothing to save yet. A signal that comes after training has finished
-(during the final evaluation or the export) waits for them to end. A second Ctrl-C does not wait: it raises KeyboardInterrupt at once, as
+there is nothing to save yet. A signal during an evaluation ends it at the next vector step: a periodic one
+(the loop saves a checkpoint; it is evaluated again on resume) or the final one (training is saved already;
+the same command evaluates again); one during the export waits for it to end. A second Ctrl-C does not wait: it raises KeyboardInterrupt at once, as
 Python's default handler would (the newest checkpoint on disk stays loadable, see
 tfrl.checkpoints).
 """

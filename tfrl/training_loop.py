@@ -146,7 +146,14 @@ class _Run:
                 self.logger.tick(self.env.env_step)
             self.agent.settle()
             self._save()
-            return self._final_evaluation()
+            try:
+                return self._final_evaluation()
+            except evaluation.Stopped as stopped:  # training is saved: the same command evaluates again
+                logging.info("stop requested: the final evaluation %s; the run is saved, not complete", stopped)
+                return {"kind": "stopped", "env_step": self.env.env_step, "checkpoint": self.checkpointer.last[1]}
+        except evaluation.Stopped as stopped:  # a periodic evaluation: it comes again when the run resumes
+            logging.info("stop requested: the evaluation at env step %d %s", self.env.env_step, stopped)
+            return {"kind": "stopped", "env_step": self.env.env_step, "checkpoint": self._save()}
         except numerics.NonFiniteError as error:
             # Nothing was saved after the bad step: the newest checkpoint stays the last good one.
             raise error.at(self.env.env_step, self.checkpointer.last) from None
@@ -185,7 +192,8 @@ class _Run:
         self.agent.settle()
         with self.logger.evaluating(episodes=self.config.eval_episodes):
             returns = evaluation.evaluate(self.agent.greedy, self.env_spec, self.config.eval_episodes,
-                                          seed=self.seed + evaluation.PERIODIC_SEED_OFFSET)
+                                          seed=self.seed + evaluation.PERIODIC_SEED_OFFSET,
+                                          stop_requested=self.options.stop_requested)
         record = self.logger.log("eval", env_step, {"return_mean": float(returns.mean()),
                                                     "return_std": float(returns.std())})
         if self.best is not None:
@@ -209,7 +217,8 @@ class _Run:
         self.logger.tick(env_step)
         with self.logger.evaluating(f"final evaluation ({config.final_eval_episodes} episodes)"):
             returns = evaluation.evaluate(self.agent.greedy, self.env_spec, config.final_eval_episodes,
-                                          seed=self.seed + evaluation.FINAL_SEED_OFFSET)
+                                          seed=self.seed + evaluation.FINAL_SEED_OFFSET,
+                                          stop_requested=self.options.stop_requested)
         early = {} if self.stopped_by is None else {"stopped_early_by": self.stopped_by}
         final = self.logger.log("final_eval", env_step, {
             "return_mean": float(returns.mean()), "return_std": float(returns.std()), "episodes": len(returns),
@@ -219,7 +228,7 @@ class _Run:
             with self.logger.evaluating("evaluating the best policy"):
                 final["best"] = best_policy.log_final_evaluation(
                     self.run_dir, fresh_policy, self.info.observations, self.env_spec, config.final_eval_episodes,
-                    self.seed + evaluation.FINAL_SEED_OFFSET, self.logger, env_step)
+                    self.seed + evaluation.FINAL_SEED_OFFSET, self.logger, env_step, self.options.stop_requested)
         return final
 
     @contextlib.contextmanager
