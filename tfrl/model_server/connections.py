@@ -5,7 +5,11 @@ headers slowly nor the number of connections; its limit_concurrency answers 503 
 open, which slow clients reach first, so the well-behaved ones get the 503s. Hence GuardedProtocol, the protocol
 class uvicorn is given (its `http=` setting), and one ConnectionBudget per server:
 
-  - a request's headers must arrive within header_timeout_s of the connection or of the request's first byte;
+  - a request's headers must arrive within header_timeout_s of the connection or of the request's first byte, and
+    its body within header_timeout_s of the headers plus its Content-Length at min_body_bytes_per_s;
+  - a connection counts as waiting (for its request) until the whole body is in, not only the headers: a flood of
+    connections that send complete headers and then trickle their bodies is made room from like one that
+    trickles its headers (it was counted as answering requests, never closed, and stalled the server);
   - beyond max_connections open connections, room is made rather than the new connection refused: the connection
     waiting longest for its headers is closed (one of a client over its cap below first), else the longest idle
     keep-alive one; the new one is closed only when every other connection is answering a request. A flood of new
@@ -67,7 +71,7 @@ class ConnectionBudget:
         if victim is not None:
             self._close(victim, "max_connections", lambda: (
                 f"{len(self._open)} connections are open (--max_connections={self.max_connections}): closing the one "
-                "waiting longest for its headers (from a client over --max_pending_connections_per_client first), "
+                "waiting longest for its request (from a client over --max_pending_connections_per_client first), "
                 "else the longest idle"))
             return True
         self.forget(connection)
@@ -109,7 +113,7 @@ class ConnectionBudget:
             self._over_cap[connection.client_ip] = None
 
     def busy(self, connection) -> None:
-        """Its request headers are in: a request is being answered; never closed to make room."""
+        """Its request (headers and body) is in: it is being answered; never closed to make room."""
         self._forget_state(connection)
 
     def idle(self, connection) -> None:
@@ -141,7 +145,7 @@ class ConnectionBudget:
 
 
 def guarded_protocol(max_connections: int, max_pending_per_client: int, header_timeout_s: float,
-                     metrics: ServerMetrics):
+                     metrics: ServerMetrics, min_body_bytes_per_s: float = 16384.0):
     """uvicorn's httptools protocol class, bounded by one ConnectionBudget (see the module's docstring)."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -167,8 +171,15 @@ def guarded_protocol(max_connections: int, max_pending_per_client: int, header_t
 
         def on_headers_complete(self) -> None:
             self._cancel_header_timer()
-            budget.busy(self)
+            budget.waiting_for_headers(self)  # and for the body: still a connection that makes room when needed
+            self._arm_body_timer()
             super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._cancel_header_timer()
+            if self.cycle is not None and not self.cycle.response_complete:  # (an early error answer is done)
+                budget.busy(self)
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
@@ -183,6 +194,23 @@ def guarded_protocol(max_connections: int, max_pending_per_client: int, header_t
         def _arm_header_timer(self) -> None:
             if self._header_timer is None:
                 self._header_timer = self.loop.call_later(header_timeout_s, self._headers_too_slow)
+
+        def _arm_body_timer(self) -> None:
+            length = next((value for name, value in self.headers or () if name == b"content-length"), b"0")
+            size = int(length) if length.isdigit() else 0  # chunked bodies: the app's --body_timeout_seconds
+            self._header_timer = self.loop.call_later(header_timeout_s + size / min_body_bytes_per_s,
+                                                      self._body_too_slow, size)
+
+        def _body_too_slow(self, size: int) -> None:
+            self._header_timer = None
+            if not self.transport.is_closing():
+                _warnings["body_timeout"].note(lambda: (
+                    f"a client sent no complete request body of {size} bytes within {header_timeout_s:g} s plus "
+                    f"{min_body_bytes_per_s:g} bytes/s (--header_timeout_seconds, --min_body_bytes_per_second): "
+                    "closing its connection"))
+                budget.forget(self)
+                metrics.connection_refused("body_timeout")
+                self.transport.close()
 
         def _cancel_header_timer(self) -> None:
             if self._header_timer is not None:
@@ -218,4 +246,4 @@ class _RateLimitedWarning:
 
 
 _warnings = {reason: _RateLimitedWarning() for reason in ("max_connections", "max_connections_new",
-                                                          "max_pending_per_client", "header_timeout")}
+                                                          "max_pending_per_client", "header_timeout", "body_timeout")}

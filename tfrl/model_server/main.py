@@ -46,12 +46,14 @@ flags.DEFINE_bool("allow_non_finite_inputs", False, "Accept NaN/Infinity in floa
 flags.DEFINE_integer("max_rows_per_request", 10_000, "Rows one request may carry (400 above it): one request's "
                      "parsing holds the event loop, so this bounds how long it delays the others.")
 flags.DEFINE_integer("max_connections", 512, "Open client connections at most, so slow clients cannot use up the "
-                     "file descriptors; beyond it the connection waiting longest for its headers (else the longest "
+                     "file descriptors; beyond it the connection waiting longest for its request (else the longest "
                      "idle) is closed to make room (logged).")
-flags.DEFINE_integer("max_pending_connections_per_client", 64, "Connections from one client IP without complete "
-                     "request headers, at most; beyond it that client's oldest such connection is closed (logged).")
+flags.DEFINE_integer("max_pending_connections_per_client", 64, "Connections from one client IP without a complete "
+                     "request (headers and body), at most; beyond it that client's oldest such connection is closed (logged).")
 flags.DEFINE_float("header_timeout_seconds", 2.0, "Time a client has to send a request's headers, from the "
                    "connection or the request's first byte.")
+flags.DEFINE_float("min_body_bytes_per_second", 16384.0, "The slowest request body accepted: it must be in within "
+                   "--header_timeout_seconds of the headers plus its Content-Length at this rate (else closed).")
 flags.DEFINE_float("body_timeout_seconds", 30.0, "Time a client has to send a request's body (408 after it).")
 flags.DEFINE_float("graceful_shutdown_timeout_seconds", 30.0, "On SIGTERM, how long in-flight requests may take "
                    "to finish.")
@@ -86,7 +88,8 @@ def server_options():
         max_request_bytes=FLAGS.max_request_bytes, allow_non_finite_inputs=FLAGS.allow_non_finite_inputs,
         max_rows_per_request=FLAGS.max_rows_per_request, max_connections=FLAGS.max_connections,
         max_pending_connections_per_client=FLAGS.max_pending_connections_per_client,
-        header_timeout_seconds=FLAGS.header_timeout_seconds, body_timeout_seconds=FLAGS.body_timeout_seconds)
+        header_timeout_seconds=FLAGS.header_timeout_seconds, body_timeout_seconds=FLAGS.body_timeout_seconds,
+        min_body_bytes_per_second=FLAGS.min_body_bytes_per_second)
     options.check()
     return options
 

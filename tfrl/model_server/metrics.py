@@ -12,7 +12,8 @@ and four of tfrl's own show what dynamic batching did, what is running, and whic
     :tfrl:serving:batch_size{model_name, signature}                    histogram of rows per model call
     :tfrl:serving:predicts_in_flight{model_name}                       gauge: predict requests being answered
     :tfrl:serving:connections_closed{reason}                           counter: max_connections,
-                                                                       max_pending_per_client, header_timeout
+                                                                       max_pending_per_client, header_timeout,
+                                                                       body_timeout
 
 Everything is updated from the serving event loop only, so no locks. Written by
 hand: five metrics do not need prometheus_client.
@@ -60,7 +61,8 @@ class ServerMetrics:
             PREDICTS_IN_FLIGHT: ("gauge", "Predict requests routed to a version and not answered yet."),
             CONNECTIONS_CLOSED: ("counter", "Client connections the server closed: to stay within "
                                             "--max_connections or --max_pending_connections_per_client, or "
-                                            "headers slower than --header_timeout_seconds."),
+                                            "headers or a body slower than --header_timeout_seconds and "
+                                            "--min_body_bytes_per_second."),
         }
         self._buckets = {REQUEST_LATENCY: LATENCY_BUCKETS_US, BATCH_SIZE: BATCH_SIZE_BUCKETS}
         self._request_labels: dict[tuple[str, str, str], tuple[Labels, Labels]] = {}

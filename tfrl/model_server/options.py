@@ -59,10 +59,10 @@ class ServerOptions:
     answering a request holds the event loop: the cap bounds how long one request delays the others."""
     max_connections: int = 512
     """Open client connections at most, so that slow or idle clients cannot use up the process's file descriptors.
-    Beyond it room is made: the connection waiting longest for its request headers is closed, else the longest
+    Beyond it room is made: the connection waiting longest for its request (headers or body) is closed, else the longest
     idle keep-alive one; a new connection is closed only when all the others are answering requests or are new."""
     max_pending_connections_per_client: int = 64
-    """Connections from one client IP that have not sent complete request headers, at most; beyond it that
+    """Connections from one client IP that have not sent a complete request (headers and body), at most; beyond it that
     client's oldest such connection is closed, so one host cannot take the whole connection budget. Connections
     answering a request or idle between keep-alive requests do not count."""
     header_timeout_seconds: float = 2.0
@@ -70,6 +70,9 @@ class ServerOptions:
     one TCP segment sent right after the handshake: 2 s covers a 600 ms satellite round trip with that segment
     lost once and resent (Linux's retransmission timeout is 200 ms + the round trip), and a slow client holds a
     connection 5 times shorter than with the former 10 s (docs/reliability.md)."""
+    min_body_bytes_per_second: float = 16384.0
+    """The slowest body accepted: a request's body must be in within --header_timeout_seconds of its headers plus
+    its Content-Length at this rate, else the connection is closed (100 kB: 8.1 s by default)."""
     body_timeout_seconds: float = 30.0
     """Time a client has to send a request's body once its headers are in; slower is a 408."""
 
@@ -86,10 +89,11 @@ class ServerOptions:
         for name in ("max_rows_per_request", "max_connections", "max_pending_connections_per_client"):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("header_timeout_seconds", "body_timeout_seconds"):
+        for name in ("header_timeout_seconds", "body_timeout_seconds", "min_body_bytes_per_second"):
             value = getattr(self, name)
             if not 0 < value < float("inf"):
-                raise UsageError(f"--{name} must be a positive number of seconds, got {value}")
+                unit = "bytes per second" if name == "min_body_bytes_per_second" else "seconds"
+                raise UsageError(f"--{name} must be a positive number of {unit}, got {value}")
 
 
 def parse_version_labels(text: str) -> dict[str, int]:

@@ -49,11 +49,12 @@ def uvicorn_server(app: ModelServerApp, graceful_shutdown_timeout_s: float | Non
     On SIGTERM or SIGINT uvicorn stops accepting connections, lets in-flight requests finish (up to
     graceful_shutdown_timeout_s; None: no limit), closes idle keep-alive connections, then runs the
     lifespan shutdown (polling stopped, model threads joined). Connections are bounded (max_connections, per
-    client, a header timeout) by the protocol connections.guarded_protocol() makes."""
+    client, header and body timeouts) by the protocol connections.guarded_protocol() makes."""
     options = app.manager.options
     config = uvicorn.Config(app, lifespan="on", access_log=False, log_level="warning", server_header=False,
                             proxy_headers=False, timeout_graceful_shutdown=graceful_shutdown_timeout_s,
                             http=guarded_protocol(options.max_connections,
                                                   options.max_pending_connections_per_client,
-                                                  options.header_timeout_seconds, app.metrics))
+                                                  options.header_timeout_seconds, app.metrics,
+                                                  options.min_body_bytes_per_second))
     return uvicorn.Server(config)
