@@ -101,4 +101,10 @@ def test_bad_input_raises_a_usage_error_and_writes_nothing(tmp_path):
         tfrl.train("dqn", lambda: 3, run_dir=tmp_path / "c")
     with pytest.raises(UsageError, match="entry 'name' has space Text"):
         tfrl.train("ppo", custom_envs.TextDictCorridor, run_dir=tmp_path / "d")
+    import gymnasium as gym
+
+    # A factory's screen render mode: refused before the env's first reset, which aborted the process (SIGABRT)
+    # on a machine without a display.
+    with pytest.raises(UsageError, match="makes envs with render_mode='human', which would open a window"):
+        tfrl.train("dqn", lambda: gym.make("CartPole-v1", render_mode="human"), run_dir=tmp_path / "e")
     assert list(tmp_path.iterdir()) == []

@@ -127,6 +127,11 @@ class EnvSpec:
             env = self.factory(**options, **self.kwargs)
             if not isinstance(env, gym.Env):
                 raise EnvIdError(f"the env factory {self.name} returned {type(env).__name__}, not a gymnasium.Env")
+            if env.render_mode not in (None, "rgb_array") and "render_mode" not in options:
+                env.close()  # before its first reset draws on a screen (which aborts the process without a display)
+                raise EnvIdError(f"the env factory {self.name} makes envs with render_mode={env.render_mode!r}, "
+                                 "which would open a window in every env (and crash without a display); make them "
+                                 "without it, and record a video with tfrl evaluate --video")
         made = gym.wrappers.RecordEpisodeStatistics(adapted(env, self.name))
         made.tfrl_own_env = env  # the env before tfrl's adapters: make_vector_env describes its space once
         return made
