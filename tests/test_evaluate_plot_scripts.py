@@ -136,3 +136,13 @@ def test_runs_of_other_env_kwargs_are_other_curves(tmp_path):
     [(returncode, stdout, stderr)] = _run_scripts([("plot.py", "--runs=runs/*", "--out=curve.png")], cwd=tmp_path)
     assert returncode == 0, stderr[-3000:]
     assert "2 curve(s) from 3 run(s)" in stdout  # the two seeds of one env together, the other env apart
+
+
+@pytest.mark.parametrize("command, flag", [("evaluate", "--episodes"), ("export", "--model_name"), ("plot", "--runs"),
+                                           ("doctor", "--json")])
+def test_every_command_s_help_lists_its_own_flags(command, flag):
+    completed = subprocess.run([sys.executable, "-m", "tfrl", command, "--help"], capture_output=True, text=True,
+                               timeout=120, cwd=pathlib.Path(__file__).resolve().parents[1])
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert "\nFlags:\n" in completed.stdout and f"\n  {flag}:" in completed.stdout, completed.stdout[:2000]
+    assert "Try --helpfull" not in completed.stdout + completed.stderr

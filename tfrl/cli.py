@@ -87,10 +87,14 @@ def run(main: Callable[[list[str]], None], unknown_flag_hint: Callable[[str], st
         help_text: Callable[[], str] | None = None, needs_tensorflow: bool = True) -> None:
     """app.run(main), with UsageError (raised by main or anything it calls) as one line and exit code 2.
 
-    help_text: what --help prints (exit code 0) instead of absl's listing.
+    help_text: what --help prints (exit code 0) instead of absl's listing; by default main's module docstring and
+    the flags that module defines.
     needs_tensorflow: a missing TensorFlow build is one line naming the extras, exit code 1.
     """
     define_common_flags()
+    if help_text is None:
+        module = sys.modules[main.__module__]
+        help_text = lambda: flags_help(module.__doc__ or "", [("Flags", module)])  # noqa: E731
     try:
         if needs_tensorflow:
             tfrl.require_tensorflow()
