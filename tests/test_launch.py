@@ -50,6 +50,9 @@ def _run(script, args, no_tensorflow):
     ("serve.py", ["--model_name=m", "--model_base_path=tfrl/presets", "--version_labels=a=²"], 2,
      "--version_labels: expected LABEL=VERSION"),
     ("train.py", ["--agent=dqn", "--env=CartPole-v1", "--visible_gpus=²"], 2, "--visible_gpus"),
+    # A directory that holds no run: said at once (it took 7 s of TensorFlow's import).
+    ("evaluate.py", ["--run_dir=docs"], 2, "docs/config.json does not exist: docs is not a tfrl run directory"),
+    ("export.py", ["--run_dir=docs", "--model_name=m"], 2, "docs is not a tfrl run directory"),
 ])
 def test_answers_before_tensorflow_loads(no_tensorflow, script, args, returncode, expected):
     completed = _run(script, args, no_tensorflow)

@@ -121,6 +121,15 @@ def run(main: Callable[[list[str]], None], unknown_flag_hint: Callable[[str], st
         sys.exit(e.exit_code)
 
 
+def check_run_dir(run_dir: str | None) -> None:
+    """UsageError, before TensorFlow loads (seconds), if --run_dir is given and holds no run's config.json."""
+    from tfrl.run_files import CONFIG_FILE
+
+    if run_dir and not (pathlib.Path(run_dir) / CONFIG_FILE).is_file():
+        raise UsageError(f"{pathlib.Path(run_dir) / CONFIG_FILE} does not exist: {run_dir} is not a tfrl run "
+                         "directory")
+
+
 def check_output_dir(flag: str, directory: pathlib.Path) -> None:
     """UsageError unless `directory` exists as a writable directory or can be created (checked, not created)."""
     directory = pathlib.Path(directory)

@@ -54,6 +54,7 @@ def check_flags() -> pathlib.Path | None:
     for flag in ("saved_model", "run_dir"):
         if FLAGS[flag].value and not pathlib.Path(FLAGS[flag].value).is_dir():
             raise UsageError(f"--{flag}: directory {FLAGS[flag].value} does not exist")
+    cli.check_run_dir(FLAGS.run_dir)
     if FLAGS.episodes < 1:
         raise UsageError(f"--episodes must be >= 1, got {FLAGS.episodes}")
     if FLAGS.num_envs < 1:

@@ -47,6 +47,7 @@ def main(argv):
         raise UsageError("--base_path must not be empty")
     if not pathlib.Path(FLAGS.run_dir).is_dir():
         raise UsageError(f"run directory {FLAGS.run_dir} does not exist")
+    cli.check_run_dir(FLAGS.run_dir)
     cli.check_checkpoint_flag(FLAGS.checkpoint)
     if FLAGS.best and FLAGS.checkpoint not in (None, "best"):
         raise UsageError("give --checkpoint or --best, not both")
