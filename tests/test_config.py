@@ -345,3 +345,14 @@ def test_actor_critic_initialization_settings_are_checked(field, value, message)
     with pytest.raises(ValueError, match=message):  # config.require's; --hp and presets turn it into one line
         PPOConfig(**{field: value})
     assert PPOConfig(layer_init="torch", log_std_init=-2.0).log_std_init == -2.0
+
+
+def test_trained_env_steps_round_total_env_steps_up_to_whole_collection_passes():
+    from tfrl.agents.dqn.config import DQNConfig
+    from tfrl.agents.ppo.config import PPOConfig
+
+    # ppo-lunarlander's rollouts of 16 x 1024 = 16384 env steps: 20000 asked, 2 rollouts trained.
+    ppo = PPOConfig(num_envs=16, rollout_length=1024, total_env_steps=20_000)
+    assert (ppo.env_steps_per_collect, ppo.trained_env_steps) == (16384, 32768)
+    assert DQNConfig(num_envs=4, total_env_steps=1001).trained_env_steps == 1004  # vector steps of 4
+    assert DQNConfig(num_envs=4, total_env_steps=1000).trained_env_steps == 1000

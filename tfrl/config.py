@@ -191,6 +191,17 @@ class LoopConfig:
         require(not self.keep_best_policy or (self.eval_interval > 0 and self.eval_episodes > 0),
                 "keep_best_policy needs periodic evaluations: eval_interval > 0 and eval_episodes > 0")
 
+    @property
+    def env_steps_per_collect(self) -> int:
+        """Env steps of one collection pass of the loop (one vector step); training ends on a whole number."""
+        return self.num_envs
+
+    @property
+    def trained_env_steps(self) -> int:
+        """total_env_steps rounded up to a whole number of collection passes: what the loop trains."""
+        per = self.env_steps_per_collect
+        return -(-self.total_env_steps // per) * per
+
 
 MAX_EVAL_EPISODES = 100_000  # more is a typo: 100k CartPole episodes are already hours of evaluation
 

@@ -385,6 +385,11 @@ def execute(prepared: Prepared, stop_requested: Callable[[], bool] = shutdown.ne
             logging.info("%s", line)
         logging.info("agent=%s env=%s preset=%s seed=%d", request.agent, prepared.env.name, prepared.record.preset,
                      request.seed)
+        config = prepared.config
+        if config.trained_env_steps != config.total_env_steps:
+            logging.info("total_env_steps=%d trains %d env steps: a whole number of collection passes of %d env "
+                         "steps each (A2C, PPO: num_envs x rollout_length)", config.total_env_steps,
+                         config.trained_env_steps, config.env_steps_per_collect)
         logging.info("run_dir=%s", run_dir)
         options = training_loop.LoopOptions(vector_mode=request.vector_mode, progress_bar=progress_bar,
                                             stop_requested=stop_requested, callbacks=tuple(callbacks),

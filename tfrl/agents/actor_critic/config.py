@@ -112,6 +112,11 @@ class ActorCriticConfig(LoopConfig):
         return self.num_envs * self.rollout_length
 
     @property
+    def env_steps_per_collect(self) -> int:
+        """One rollout."""
+        return self.rollout_size
+
+    @property
     def recurrent(self) -> bool:
         return self.lstm_units > 0
 
