@@ -12,8 +12,10 @@ from absl import logging as absl_logging
 
 from tfrl import launch, runs
 from tfrl.errors import UsageError
+from tfrl.runtime import RuntimeOptions
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+_CPU = RuntimeOptions(device="cpu")  # the placement decided without asking TensorFlow for GPUs
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +76,17 @@ def test_a_preset_for_another_env_is_used_with_a_warning(monkeypatch):
     assert prepared.record.preset == "dqn-lunarlander" and prepared.config.total_env_steps == 300_000
     assert warnings == ["preset dqn-lunarlander is for LunarLander-v2, LunarLander-v3, not CartPole-v1: its "
                         "hyperparameters may not suit this env"]
+
+
+def test_an_env_without_a_preset_trains_the_defaults_with_a_warning_saying_so(monkeypatch):
+    warnings = []
+    monkeypatch.setattr(absl_logging, "warning", lambda message, *args: warnings.append(message % args))
+    prepared = launch.prepare(launch.TrainRequest(agent="dqn", env="FrozenLake-v1", runtime=_CPU))
+    assert prepared.record.preset is None and prepared.config.total_env_steps == 100_000
+    assert warnings == ["no preset of dqn for FrozenLake-v1: training with DQNConfig's defaults (total_env_steps="
+                        "100000, hidden_sizes=[256, 256]); --hp sets any of them, --hp=help lists them"]
+    launch.prepare(launch.TrainRequest(agent="dqn", env="FrozenLake-v1", preset="none", runtime=_CPU))
+    assert len(warnings) == 1  # asked for: no warning
 
 
 def test_a_preset_chooses_xla_unless_the_user_did(tmp_path):

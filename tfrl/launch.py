@@ -303,6 +303,10 @@ def _preset_config(request: TrainRequest, spec: agents.Agent, env: envs.EnvSpec)
     preset = presets.find(request.agent, names, request.preset, presets.search_dirs(request.config_dir))
     config = spec.config_cls()
     if preset is None:
+        if request.preset == "auto":
+            logging.warning("no preset of %s for %s: training with %s's defaults (total_env_steps=%d, "
+                            "hidden_sizes=%s); --hp sets any of them, --hp=help lists them", request.agent, env.name,
+                            spec.config_cls.__name__, config.total_env_steps, list(getattr(config, "hidden_sizes", ())))
         return config, None, {}
     if names and not set(names) & set(preset.env_ids):
         logging.warning("preset %s is for %s, not %s: its hyperparameters may not suit this env", preset.name,
