@@ -377,7 +377,13 @@ def test_keep_best_policy_evaluates_and_exports_the_best_evaluated_policy(launch
     # And it is the policy that was selected: on the periodic evaluation's 5 episodes it scores max(returns).
     selection = evaluation.evaluate(served.policy, "CartPole-v1", 5, seed=4 + evaluation.PERIODIC_SEED_OFFSET)
     assert float(selection.mean()) == pytest.approx(max(returns))
-    assert f"exported: {version_dir}" in launch.stdout
+    assert f"exported: {version_dir}: the best policy (env step {best_step}, return {best['return_mean']:.2f})" in (
+        launch.stdout)
+    # result.json describes the exported policy at its top, the last one beside it.
+    result = json.loads((launch.run_dir / "result.json").read_text())
+    (final,) = [r for r in records if r["kind"] == "final_eval"]
+    assert (result["policy"], result["kind"], result["return_mean"]) == ("best", "best_eval", best["return_mean"])
+    assert result["last"] == final and result["best"] == best and result["saved_model"] == str(version_dir)
 
 
 # --- reproducibility: --seed and --deterministic ------------------------------------------------

@@ -2,7 +2,7 @@
 
     import tfrl
     run = tfrl.train("ppo", "CartPole-v1", hp={"total_env_steps": 50_000}, run_dir="runs/ppo-cartpole", seed=0)
-    print(run.result["return_mean"])              # the final greedy evaluation
+    print(run.result["return_mean"])              # the exported policy's final greedy evaluation
     policy = tfrl.load_policy("runs/ppo-cartpole")  # or an exported SavedModel directory
     action = policy(observation)                   # one observation -> one action; a batch -> a batch
 
@@ -155,7 +155,9 @@ class Run:
         self.env = env
         self._model_name = model_name
         self.run_dir: pathlib.Path | None = result.run_dir
-        self.result: dict = result.record  # the final evaluation record ("return_mean", "return_std", ...)
+        # result.json: the exported policy's final evaluation ("return_mean", ..., "policy": "best" or "last"), the
+        # last policy's under "last" (tfrl.runs.result_record); a stopped run's "stopped" record
+        self.result: dict = result.record
         self.saved_model: pathlib.Path | None = result.saved_model  # the exported SavedModel version dir
 
     @property

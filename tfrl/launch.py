@@ -100,7 +100,7 @@ class RunResult:
     """What a launch did."""
 
     run_dir: pathlib.Path | None  # None on a multi_worker run's other workers
-    record: dict  # the loop's last record: "final_eval", "stopped" or, for a complete run, result.json's
+    record: dict  # result.json's (runs.result_record), or the loop's "stopped" record
     saved_model: pathlib.Path | None = None  # the exported version directory
     already_complete: bool = False  # the run dir held a complete run: nothing was done
     task: str = "chief"
@@ -129,6 +129,11 @@ def prepare(request: TrainRequest) -> Prepared:
         run_dir, saved = _run_dir_for(request, record, label)
     extending = _check_same_run(request, run_dir, record, saved)
     complete = runs.read_result(run_dir) if saved is not None and not extending else None
+    if record.preset is None and request.preset == "auto" and not request.resume:  # every check passed
+        config = record.config
+        logging.warning("no preset of %s for %s: training with %s's defaults (total_env_steps=%d, hidden_sizes=%s); "
+                        "--hp sets any of them, --hp=help lists them", request.agent, env.name,
+                        type(config).__name__, config.total_env_steps, list(getattr(config, "hidden_sizes", ())))
     return Prepared(request=request, env=env, record=record, saved=saved, chief=chief, complete=complete,
                     run_dir=run_dir, extending=extending, source=source, model_label=label)
 
@@ -303,10 +308,6 @@ def _preset_config(request: TrainRequest, spec: agents.Agent, env: envs.EnvSpec)
     preset = presets.find(request.agent, names, request.preset, presets.search_dirs(request.config_dir))
     config = spec.config_cls()
     if preset is None:
-        if request.preset == "auto":
-            logging.warning("no preset of %s for %s: training with %s's defaults (total_env_steps=%d, "
-                            "hidden_sizes=%s); --hp sets any of them, --hp=help lists them", request.agent, env.name,
-                            spec.config_cls.__name__, config.total_env_steps, list(getattr(config, "hidden_sizes", ())))
         return config, None, {}
     if names and not set(names) & set(preset.env_ids):
         logging.warning("preset %s is for %s, not %s: its hyperparameters may not suit this env", preset.name,
@@ -406,9 +407,10 @@ def execute(prepared: Prepared, stop_requested: Callable[[], bool] = shutdown.ne
         if record["kind"] == "stopped" or not prepared.chief:
             return RunResult(run_dir=run_dir if prepared.chief else None, record=record,
                              task=runtime.cluster.task, variables_sha256=digest)
-        saved_model = _export(prepared, run_dir, best="best" in record and record["best"] is not None)
-        runs.write_result(run_dir, {**record, "saved_model": str(saved_model) if saved_model else None})
-        return RunResult(run_dir=run_dir, record=record, saved_model=saved_model, task=runtime.cluster.task,
+        saved_model = _export(prepared, run_dir, best=record.get("best") is not None)
+        result = runs.result_record(record, saved_model)
+        runs.write_result(run_dir, result)
+        return RunResult(run_dir=run_dir, record=result, saved_model=saved_model, task=runtime.cluster.task,
                          variables_sha256=digest)
 
 

@@ -199,6 +199,17 @@ def write_config(run_dir: pathlib.Path, record: RunRecord) -> None:
     _write_json(pathlib.Path(run_dir) / CONFIG_FILE, record.to_json())
 
 
+def result_record(final: Mapping[str, Any], saved_model: pathlib.Path | None) -> dict:
+    """result.json of a finished run, from the loop's final record (the last policy's "final_eval", with the best
+    policy's "best_eval" under "best" for keep_best_policy runs): at the top the evaluation of the policy the run
+    exports ("policy": "best" or "last"), the last policy's under "last", the best's under "best"."""
+    last = {key: value for key, value in final.items() if key != "best"}
+    best = final.get("best")
+    exported = best if best is not None else last
+    return {**exported, "policy": "best" if best is not None else "last", "last": last,
+            **({"best": best} if best is not None else {}), "saved_model": str(saved_model) if saved_model else None}
+
+
 def write_result(run_dir: pathlib.Path, result: Mapping[str, Any]) -> None:
     """Writes <run_dir>/result.json: the run is complete (final evaluation and export done)."""
     _write_json(pathlib.Path(run_dir) / RESULT_FILE, _jsonable(dict(result)))

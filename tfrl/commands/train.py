@@ -164,11 +164,11 @@ def main(argv):
 
 
 def report(result: launch.RunResult, prepared: launch.Prepared, stop: shutdown.StopRequest) -> None:
-    """The lines a user reads at the end: how the run ended and where its results are."""
+    """The lines a user reads at the end: how the run ended, which policy it gives, and where its results are."""
     record, run_dir = result.record, result.run_dir
     if result.already_complete:
-        print(f"the run in {run_dir} is complete (final evaluation: return={record['return_mean']:.2f} +/- "
-              f"{record['return_std']:.2f} at env step {record['env_step']}): nothing to do; export it again "
+        print(f"the run in {run_dir} is complete (its {record.get('policy', 'last')} policy: "
+              f"return={record['return_mean']:.2f} +/- {record['return_std']:.2f}): nothing to do; export it again "
               f"with tfrl export --run_dir={run_dir}, or train on with --hp=total_env_steps=N", flush=True)
         return
     if record["kind"] == "stopped":
@@ -176,10 +176,11 @@ def report(result: launch.RunResult, prepared: launch.Prepared, stop: shutdown.S
         print(f"stopped by {stop.signal_name} at env step {record['env_step']}: checkpoint {record['checkpoint']} "
               f"saved; continue with: {resume}", flush=True)
         return
-    early = f" stopped_early_by={record['stopped_early_by']}" if "stopped_early_by" in record else ""
-    print(f"final evaluation: env={prepared.env.name} episodes={record['episodes']} "
-          f"return={record['return_mean']:.2f} +/- {record['return_std']:.2f} "
-          f"env_steps={record['env_step']} wall_time_s={record['wall_time_s']:.1f}{early} "
+    last = record.get("last", record)
+    early = f" stopped_early_by={last['stopped_early_by']}" if "stopped_early_by" in last else ""
+    print(f"final evaluation: env={prepared.env.name} episodes={last['episodes']} "
+          f"return={last['return_mean']:.2f} +/- {last['return_std']:.2f} "
+          f"env_steps={last['env_step']} wall_time_s={last['wall_time_s']:.1f}{early} "
           f"run_dir={run_dir if run_dir else 'none (not the chief)'}", flush=True)
     if result.variables_sha256 is not None:
         print(f"final checkpoint: task={result.task} variables_sha256={result.variables_sha256}", flush=True)
@@ -190,8 +191,13 @@ def report(result: launch.RunResult, prepared: launch.Prepared, stop: shutdown.S
               f"{'unknown' if selected is None else f'{selected:.2f}'}): "
               f"return={best['return_mean']:.2f} +/- {best['return_std']:.2f} "
               f"over the final evaluation's {best['episodes']} episodes", flush=True)
+    which = (f"the best policy (env step {best['best_env_step']}, return {best['return_mean']:.2f})" if best is not None
+             else f"the last policy (return {last['return_mean']:.2f})")
     if result.saved_model is not None:
-        print(f"exported: {result.saved_model}{' (the best policy)' if best is not None else ''}", flush=True)
+        print(f"exported: {result.saved_model}: {which}, the one tfrl evaluate and tfrl.load_policy take from the "
+              "run dir", flush=True)
+    else:
+        print(f"not exported (--export_base_path=): the run's policy is {which}", flush=True)
 
 
 def help_text() -> str:
