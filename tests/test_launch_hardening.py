@@ -4,6 +4,7 @@ clear line and a non-zero exit, with nothing written or lost."""
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -73,6 +74,24 @@ def test_an_image_env_that_returns_a_wrong_frame_mid_episode_stops_with_one_line
     (line,) = _error_lines(completed.stderr)
     assert f"the env failed at env step {bad_envs.BAD_STEP - 1} (" in line
     assert "training stopped: checkpoint 1 (env step 20) is the newest" in line
+
+
+@pytest.mark.parametrize("agent, kind, mask, message", [
+    ("ppo", "nan_mask", True, "its action_mask holds values other than 0 and 1 (dtype float32, e.g. [1.0, nan, 0.0])"),
+    ("dqn", "nan_mask", True, "its action_mask holds values other than 0 and 1"),
+    ("ppo", "new_key", True, "its observation has the keys ['action_mask', 'new', 'x'], its observation space "
+                             "['action_mask', 'x']"),
+    ("dqn", "new_key", False, "its observation has the keys ['new', 'x'], its observation space ['x']"),  # as given
+])
+def test_a_dict_env_whose_mask_or_keys_go_wrong_mid_run_stops_training(tmp_path, agent, kind, mask, message):
+    from tfrl.errors import RunError
+
+    hp = {"total_env_steps": 256, "eval_interval": 0, "final_eval_episodes": 1, "hidden_sizes": [8]}
+    hp.update({"num_envs": 1, "rollout_length": 32, "batch_size": 32} if agent == "ppo" else {"learning_starts": 16})
+    with pytest.raises(RunError, match=r"the env failed at env step \d+ \(ValueError: " + re.escape(message)):
+        tfrl.train(agent, "bad_envs:ChangingDict-v0", env_kwargs={"kind": kind, "mask": mask}, preset="none", hp=hp,
+                   run_dir=tmp_path / "run", export=False, verbose=0)
+    assert not (tmp_path / "run" / "result.json").exists()
 
 
 @pytest.mark.parametrize("args, message", [

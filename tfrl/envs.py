@@ -22,8 +22,8 @@ from gymnasium.vector import AutoresetMode
 from tfrl import atari_preprocessing, envpool_vector, example_envs, image_envs, partial_envs
 from tfrl.env_info import EnvIdError, EnvInfo, env_info  # noqa: F401 - tfrl.envs' names, as before
 from tfrl.errors import UsageError
-from tfrl.observations import (MASK_KEY, MaskedObservation, StructuredObservation, env_space_json,  # noqa: F401
-                               masked_space, observation_spec, stored_as_given, to_batch)
+from tfrl.observations import (MASK_KEY, CheckedDictKeys, MaskedObservation, StructuredObservation,  # noqa: F401
+                               env_space_json, masked_space, observation_spec, stored_as_given, to_batch)
 from tfrl.stepping import (EnvStepError, VectorStep, VectorStepper, finished_episodes,  # noqa: F401
                            next_obs_for_storage, reset_for_resume)
 
@@ -217,7 +217,7 @@ def adapted(env: gym.Env, env_name: str) -> gym.Env:
     if _mask_from_method(env):
         env, space = _masked(env, env_name), None
     if space is not None and stored_as_given(space):
-        return env
+        return CheckedDictKeys(env)
     if space is None or isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
         try:
             return StructuredObservation(env)

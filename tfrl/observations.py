@@ -202,9 +202,11 @@ class StructuredObservation(gym.ObservationWrapper):
         entries = _entries(env.observation_space, "")
         self._readers = [(key, _path(env.observation_space, key), _converter(space, key))
                          for key, (space, _) in entries]
+        self._keys = _top_keys(env.observation_space)
         self.observation_space = gym.spaces.Dict({key: converted for key, (_, converted) in entries})
 
     def observation(self, observation):
+        _check_keys(observation, self._keys)
         converted = {}
         for key, path, convert in self._readers:
             value = observation
@@ -212,6 +214,29 @@ class StructuredObservation(gym.ObservationWrapper):
                 value = value[index]
             converted[key] = convert(value)
         return converted
+
+
+class CheckedDictKeys(gym.ObservationWrapper):
+    """A Dict observation used as it is (stored_as_given): ValueError if its keys are not its space's, which the
+    vector env would drop or miss without a word."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self._keys = _top_keys(env.observation_space)
+
+    def observation(self, observation):
+        _check_keys(observation, self._keys)
+        return observation
+
+
+def _top_keys(space: gym.Space) -> frozenset | None:
+    return frozenset(space.spaces) if isinstance(space, gym.spaces.Dict) else None
+
+
+def _check_keys(observation, keys: frozenset | None) -> None:
+    if keys is not None and (not isinstance(observation, Mapping) or observation.keys() != keys):
+        given = sorted(observation) if isinstance(observation, Mapping) else type(observation).__name__
+        raise ValueError(f"its observation has the keys {given}, its observation space {sorted(keys)}")
 
 
 class MaskedObservation(gym.ObservationWrapper):
