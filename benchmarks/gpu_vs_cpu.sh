@@ -5,6 +5,8 @@
 #
 #   bash benchmarks/gpu_vs_cpu.sh checks   # the doctor, every placement on a GPU machine, the train steps
 #   bash benchmarks/gpu_vs_cpu.sh runs     # the headline, PPO LunarLander (200k), DQN Catch, SAC Pendulum
+#   bash benchmarks/gpu_vs_cpu.sh essentials   # in about 5 minutes: the doctor, --device=cpu with and without XLA,
+#                                              # the train steps on the GPU, the headline and PPO on both
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; export PYTHONPATH=$PWD:${PYTHONPATH:-} TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-1}
@@ -53,4 +55,22 @@ runs() {
   for run in "$RUNS"/*/result.json; do echo "$run: $(python3 -c "import json,sys; print(json.dumps(json.load(open(sys.argv[1]))))" "$run")"; done
 }
 
-"${1:?usage: gpu_vs_cpu.sh checks|runs}" 2>&1 | tee "$OUT/$1.log"
+essentials() {
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  lscpu | grep -E "Model name|^CPU\(s\)"
+  python3 -m tfrl doctor
+  local tiny=(--agent=dqn --env=CartPole-v1 --hp=total_env_steps=2000 --hp=learning_starts=500 --hp=eval_interval=0
+              --hp=final_eval_episodes=2 --hp=checkpoint_interval=0 --hp=keep_best_policy=false)
+  timed place-cpu-xla train "${tiny[@]}" --run_dir="$RUNS/p-cpu-xla" --device=cpu --xla
+  timed place-cpu-noxla train "${tiny[@]}" --run_dir="$RUNS/p-cpu-noxla" --device=cpu --noxla
+  (cd benchmarks && python3 precision_xla.py --agents=dqn,a2c,sac,dqn_cnn --combos=float32:off,float32:on \
+    --calls=20 --repeats=3 --warmup_calls=5) 2>&1 | grep "^|"
+  (cd benchmarks && python3 precision_xla.py --agents=ppo_lunarlander --combos=float32:on --calls=3 --repeats=3 \
+    --warmup_calls=1) 2>&1 | grep "^|"
+  local ppo=(--agent=ppo --env=LunarLander-v2 --hp=total_env_steps=200000)
+  timed ppo-gpu train "${ppo[@]}" --run_dir="$RUNS/ppo-gpu"
+  timed ppo-cpu cpu train "${ppo[@]}" --run_dir="$RUNS/ppo-cpu"
+  timed headline-gpu train --agent=dqn --env=LunarLander-v2 --run_dir="$RUNS/headline-gpu"
+}
+
+"${1:?usage: gpu_vs_cpu.sh checks|runs|essentials}" 2>&1 | tee "$OUT/$1.log"
