@@ -102,6 +102,18 @@ def test_every_loader_refuses_nan_inf_and_out_of_range_observations_unless_allow
         assert policy(np.zeros(4)) in (0, 1)
 
 
+def test_a_file_beside_metadata_of_other_inputs_warns_and_runs_on_its_own_inputs(trained, tmp_path):
+    version = _export(trained["sac_dict"], tmp_path)
+    metadata_path = version / export.METADATA_DIR / export.METADATA_FILE
+    metadata = json.loads(metadata_path.read_text())
+    metadata["observation"]["fields"][0]["shape"] = [99]  # as if copied from another version
+    metadata_path.write_text(json.dumps(metadata))
+    for file in convert.FILES.values():
+        with pytest.warns(UserWarning, match="the tfrl_metadata.json beside it describes the inputs"):
+            policy = tfrl.load_policy(version / file)
+        assert {field.shape for field in policy.fields} != {(99,)}  # the file's own
+
+
 def test_portable_files_refuse_a_mask_that_allows_nothing_or_holds_a_2(trained, tmp_path):
     version = _export(trained["ppo_dict_mask"], tmp_path)
     state, mask = np.zeros((2, 10), np.float32), np.zeros((2, 10), np.uint8)

@@ -89,6 +89,8 @@ def test_load_policy_keeps_one_state_per_row_or_takes_it_explicitly(trained):
             policy.step(observations[0], np.zeros(STATE_SIZE, np.float32))  # one state for three episodes
         with pytest.raises(UsageError, match="the state holds NaN or Inf"):
             policy.step(observations[0], np.full((3, STATE_SIZE), np.nan, np.float32))
+        with pytest.raises(UsageError, match="takes a state of numbers \\(float32\\), got list"):
+            policy.step(observations[0], [["zero"] * STATE_SIZE] * 3)  # it raised numpy's bare ValueError
         action, state = policy.step(observations[0][0], np.zeros(STATE_SIZE, np.float32))  # one observation
         assert np.ndim(action) == 0 and state.shape == (STATE_SIZE,)
 

@@ -173,6 +173,14 @@ def test_a_plain_keras_export_with_two_inputs_of_two_dtypes(keras_export):
     np.testing.assert_allclose(body["outputs"]["score"], expected["score"], rtol=1e-5, atol=1e-6)
     status, body = client.predict("scorer", {"inputs": {"a": a.tolist(), "b": (b + 0.5).tolist()}})
     assert status == 400 and "'b' is not of expected type int32" in body["error"]
+    # Inputs of other row counts: one line saying so (it was TensorFlow's "Graph execution error" dump).
+    status, body = client.predict("scorer", {"inputs": {"a": a.tolist(), "b": b[:1].tolist()}})
+    assert (status, body["error"]) == (400, "'inputs': the inputs have different numbers of rows ('a': 2, 'b': 1); "
+                                            "every input of a request has one row per observation")
+    # A key given twice: refused, where json kept the last one without a word.
+    status, body = client.request("POST", "/v1/models/scorer:predict",
+                                  '{"inputs": {"a": %s, "b": %s, "b": %s}}' % (a.tolist(), b.tolist(), b.tolist()))
+    assert (status, body["error"]) == (400, "JSON Parse error: the key 'b' appears twice in one object")
     status, body = client.get("/v1/models/scorer/metadata")
     inputs = body["metadata"]["signature_def"]["signature_def"]["serving_default"]["inputs"]
     assert status == 200 and {inputs["a"]["dtype"], inputs["b"]["dtype"]} == {"DT_FLOAT", "DT_INT32"}

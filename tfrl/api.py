@@ -232,7 +232,11 @@ class Policy:
         if not self.state_size:
             raise UsageError(f"{self.source} has no memory: call policy(obs)")
         batch, single = self._as_batch(obs)
-        state = np.asarray(state, np.float32)
+        try:
+            state = np.asarray(state, np.float32)
+        except (ValueError, TypeError):
+            raise UsageError(f"{self.source} takes a state of numbers (float32), got {type(state).__name__} "
+                             f"{str(state)[:60]}") from None
         rows = policy_inputs.batch_rows(batch)
         if state.shape != ((self.state_size,) if single else (rows, self.state_size)):
             expected = f"[{self.state_size}]" if single else f"[{rows}, {self.state_size}]"

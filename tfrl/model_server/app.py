@@ -203,12 +203,23 @@ def _parse_json(body: bytes) -> dict:
     if not body.strip():
         raise errors.invalid_argument("JSON Parse error: The document is empty")
     try:
-        request = json.loads(body.decode())  # TF Serving reads UTF-8; decoding first skips json's encoding sniffing
+        # TF Serving reads UTF-8; decoding first skips json's encoding sniffing. A key given twice is refused: json
+        # would keep the last silently, and the two may disagree.
+        request = json.loads(body.decode(), object_pairs_hook=_unique_keys)
     except (ValueError, RecursionError) as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise errors.invalid_argument(f"JSON Parse error: {error}") from None
     if not isinstance(request, dict):
         raise errors.invalid_argument("JSON Value: the request body must be a JSON object")
     return request
+
+
+def _unique_keys(pairs: list) -> dict:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen = set()
+        duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise errors.invalid_argument(f"JSON Parse error: the key {duplicate!r} appears twice in one object")
+    return result
 
 
 def _version_number(text: str) -> int:

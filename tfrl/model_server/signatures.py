@@ -172,7 +172,11 @@ class Signature:
                                    f"the signature has {len(self.inputs)} inputs")
         for name, array in arrays.items():
             _check_shape(array, self.inputs[name])
-        sizes = {array.shape[0] for array in arrays.values()}
+        sizes = {array.shape[0] for array in arrays.values() if array.ndim}
+        if self.batchable and len(sizes) > 1:  # the model would fail with a graph dump
+            counts = ", ".join(f"'{name}': {array.shape[0]}" for name, array in arrays.items() if array.ndim)
+            raise invalid_argument(f"'inputs': the inputs have different numbers of rows ({counts}); every input "
+                                   "of a request has one row per observation")
         rows = sizes.pop() if self.batchable and len(sizes) == 1 else None
         return Request(arrays, row_format=False, rows=rows)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import pathlib
+import warnings
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -99,6 +100,7 @@ def load(path: str | pathlib.Path, threads: int = 1, allow_non_finite: bool = Fa
         raise UsageError(f"{path}: cannot load it as {FORMATS[path.suffix]}, is it truncated or damaged? "
                          f"({reason})") from None
     metadata = _metadata(path)
+    metadata = _agreeing_metadata(path, specs, metadata)
     return PortablePolicy(path, run, _fields(specs, metadata), metadata, allow_non_finite)
 
 
@@ -140,6 +142,21 @@ def _metadata(path: pathlib.Path) -> dict | None:
         return json.loads(candidate.read_text()) if candidate.is_file() else None
     except (OSError, ValueError):
         return None
+
+
+def _agreeing_metadata(path: pathlib.Path, specs: Mapping[str, tuple], metadata: dict | None) -> dict | None:
+    """The version's metadata if its observation fields are the file's inputs (names and shapes); else a warning,
+    and None: the file's own signature is what runs (a file copied beside another version's metadata, say)."""
+    fields = _metadata_fields(metadata)
+    if not fields:
+        return metadata
+    described = {field["key"].replace(".", "_"): tuple(field.get("shape") or ()) for field in fields}
+    own = {name: shape for name, (shape, _) in specs.items()}
+    if described == own:
+        return metadata
+    warnings.warn(f"{path}: the tfrl_metadata.json beside it describes the inputs {described}, the file has "
+                  f"{own}: the file's own inputs are used, and the metadata is ignored", stacklevel=3)
+    return None
 
 
 def _fields(specs: Mapping[str, tuple], metadata: dict | None) -> dict[str, policy_inputs.Field]:
