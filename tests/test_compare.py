@@ -397,8 +397,8 @@ def test_the_td3_floor_times_td3s_train_step(tmp_path):
     floor = json.loads(completed.stdout.strip().splitlines()[-1])
     assert floor["steps_per_call"] == 4 and floor["run_gradient_steps"] == 44 and floor["ms_per_step"] > 0
     # HalfCheetah-v5's model sets a deprecated attribute: the env is made as tfrl makes it, which logs MuJoCo's
-    # warning instead of appending it to MUJOCO_LOG.TXT in the working dir.
-    assert not (tmp_path / "MUJOCO_LOG.TXT").exists() and "settotalmass" in completed.stderr
+    # warning (at debug level) instead of printing it and appending it to MUJOCO_LOG.TXT in the working dir.
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists() and "settotalmass" not in completed.stderr
 
 
 def _run_compare_cli(args, hide="stable_baselines3"):

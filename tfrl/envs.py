@@ -139,8 +139,8 @@ class EnvSpec:
 
 def _log_mujoco_warnings(env_id: str | None) -> None:
     """Before a MuJoCo env is made (a gymnasium id whose entry point is MuJoCo's, or any env once mujoco is
-    imported): MuJoCo's warnings (such as a deprecated attribute in gymnasium's model files) logged once per
-    message, instead of MuJoCo's default, which prints each one and appends it to MUJOCO_LOG.TXT in the working
+    imported): MuJoCo's warnings logged once per message (a deprecated attribute in gymnasium's model files at
+    debug level: the user can do nothing about it), instead of MuJoCo's default, which prints each one and appends it to MUJOCO_LOG.TXT in the working
     directory. A handler the user set stays."""
     if "mujoco" not in sys.modules:
         if env_id is None:
@@ -165,7 +165,10 @@ def _log_mujoco_warning(message: str) -> None:
         if message in _mujoco_messages:
             return
         _mujoco_messages.add(message)
-    logging.warning("MuJoCo: %s", message)
+    if "deprecated" in message:  # of gymnasium's own model files (HalfCheetah's 'settotalmass'): nothing to do
+        logging.debug("MuJoCo: %s", message)
+    else:
+        logging.warning("MuJoCo: %s", message)
 
 
 def as_spec(env: EnvSpec | str | Callable[..., gym.Env], kwargs: Mapping[str, Any] | None = None) -> EnvSpec:
