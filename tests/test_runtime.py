@@ -287,3 +287,17 @@ def test_bad_flag_value_reaches_validate_options_not_absl():
     options = _parse(["--mixed_precision=fp8"])
     with pytest.raises(RuntimeConfigError, match="--mixed_precision: unknown policy 'fp8'"):
         runtime.validate_options(options)
+
+
+def test_a_linux_machine_without_gpu_device_files_trains_on_the_cpu_without_asking_tensorflow(monkeypatch):
+    def no_tensorflow(*_):
+        raise AssertionError("TensorFlow was asked")
+
+    monkeypatch.setattr(tf.config, "list_physical_devices", no_tensorflow)
+    monkeypatch.setattr(runtime, "no_gpu_device_files", lambda: True)
+    assert runtime.trains_on_cpu(RuntimeOptions()) is True
+    assert runtime.trains_on_cpu(RuntimeOptions(device="gpu")) is False  # asked for: apply() checks it
+    monkeypatch.setattr(runtime, "no_gpu_device_files", lambda: False)
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind: ["a GPU"])
+    assert runtime.trains_on_cpu(RuntimeOptions()) is False
+    assert runtime.trains_on_cpu(RuntimeOptions(visible_gpus="")) is True

@@ -209,3 +209,15 @@ def test_spaces_are_checked_laid_over_and_fixed_values_left_out():
         spaces.resolve("ppo", PPOConfig, {"n_epochs": {"type": "categorical", "choices": ["fast"]}}, {})
     with pytest.raises(UsageError, match="nothing to sample"):
         spaces.resolve("ppo", PPOConfig, {name: None for name in spaces.SPACES["ppo"]}, {})
+
+
+def test_without_storage_the_study_and_its_preset_go_to_the_trials_folder(tmp_path):
+    fixed = [f"--hp={key}={value}" for key, value in TINY.items()]
+    completed = _tfrl("tune", "--agent=ppo", "--env=CartPole-v1", "--trials=1", *fixed, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    folder = tmp_path / "runs" / "tune-ppo-CartPole-v1"
+    assert [path.name for path in tmp_path.iterdir()] == ["runs"]  # no tune.db or best.json in the working dir
+    assert {"study.db", "best-preset.json"} <= {path.name for path in folder.iterdir()}
+    assert f"study: ppo-CartPole-v1 in sqlite:///{pathlib.Path('runs/tune-ppo-CartPole-v1/study.db')}" in (
+        completed.stdout)
+    assert len(optuna.load_study(study_name="ppo-CartPole-v1", storage=f"sqlite:///{folder / 'study.db'}").trials) == 1

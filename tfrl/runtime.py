@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import glob
 import importlib.metadata
 import importlib.util
 import os
 import re
+import sys
 import textwrap
 import typing
 
@@ -252,12 +254,23 @@ def _set_logical_cpus(logical_cpus: int) -> None:
 
 
 def trains_on_cpu(options: RuntimeOptions) -> bool:
-    """Whether the train step will run on a CPU: --device=cpu[:N], or auto with no GPU visible. Lists the physical
-    GPUs only, which leaves the TF runtime uninitialized (apply can still configure it)."""
+    """Whether the train step will run on a CPU: --device=cpu[:N], or auto with no GPU visible. On Linux without
+    a GPU's device files it is known without importing TensorFlow (seconds); else it lists the physical GPUs only,
+    which leaves the TF runtime uninitialized (apply can still configure it)."""
     kind, _ = _parse_device(options.device)
     if kind != "auto":
         return kind == "cpu"
-    return options.visible_gpus == "" or not tf.config.list_physical_devices("GPU")
+    if options.visible_gpus == "" or no_gpu_device_files():
+        return True
+    return not tf.config.list_physical_devices("GPU")
+
+
+def no_gpu_device_files() -> bool:
+    """Linux without the device files any GPU TensorFlow can use needs: NVIDIA's /dev/nvidiaN, ROCm's /dev/kfd,
+    WSL2's /dev/dxg. False elsewhere (not known without asking TensorFlow)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    return not glob.glob("/dev/nvidia[0-9]*") and not os.path.exists("/dev/kfd") and not os.path.exists("/dev/dxg")
 
 
 def _resolve_device(device: str) -> str:

@@ -1,4 +1,4 @@
-"""Tune hyperparameters with Optuna: tfrl tune --agent=ppo --env=CartPole-v1 --trials=20 --out_preset=best.json
+"""Tune hyperparameters with Optuna: tfrl tune --agent=ppo --env=CartPole-v1 --trials=20
 
 Each trial trains through tfrl.train, as `tfrl train` does (the preset for --agent/--env, or --preset, as the
 starting point; --hp=key=value fixed on top; the trial's sampled values on top of that), on seeds of its own,
@@ -6,7 +6,8 @@ into <trials_dir>/trial-<N>-s<seed>/, without an export. Its value is the mean g
 (or best-kept) policy over final_eval_episodes episodes (--objective=return_per_s: divided by the run's wall
 seconds). --space=help prints the agent's search space; --space=FILE.json changes it.
 
-The study lives in --storage (SQLite by default; any SQLAlchemy URL optuna takes): run the same command again
+The study lives in --storage (by default the SQLite file <trials_dir>/study.db, trials_dir being
+runs/tune-<agent>-<env>; any SQLAlchemy URL optuna takes): run the same command again
 and it continues the study up to --trials trials in all (complete and pruned ones count, and those running in
 other processes); start it in several shells, or with --jobs=J, and the processes share the trials; a trial
 whose process was killed is marked failed (and retried once) by the next process to start. The study remembers
@@ -14,8 +15,9 @@ the agent, env, preset, fixed --hp, objective and seeds it tunes and refuses oth
 trials whose periodic evaluations fall below the median of earlier trials at the same env step.
 
 At the end: the best trials, parameter importances, an optimization-history PNG (with matplotlib) in
---trials_dir, and --out_preset: the best trial as a preset JSON that `tfrl train --preset=PATH` takes.
-optuna-dashboard reads the same database: optuna-dashboard sqlite:///tune.db. Needs optuna: pip install 'tfrl[tune]'.
+--trials_dir, and --out_preset (default <trials_dir>/best-preset.json): the best trial as a preset JSON that
+`tfrl train --preset=PATH` takes. optuna-dashboard reads the same database: optuna-dashboard
+sqlite:///runs/tune-ppo-CartPole-v1/study.db. Needs optuna: pip install 'tfrl[tune]'.
 Bad input exits with code 2 before anything is written.
 """
 
@@ -45,9 +47,9 @@ flags.DEFINE_multi_string("hp", [], "Hyperparameter fixed for every trial, key=v
                           "if the space has it): --hp=total_env_steps=200000.")
 flags.DEFINE_integer("trials", None, "Trials the study should hold in all (complete, pruned or running); the same "
                      "command with a larger number adds trials.")
-flags.DEFINE_string("storage", "sqlite:///tune.db", "The study's database, an SQLAlchemy URL: sqlite:///PATH "
-                    "(relative to the current directory; sqlite:////abs/path), or postgresql://... / mysql://... "
-                    "with their driver installed.")
+flags.DEFINE_string("storage", None, "The study's database, an SQLAlchemy URL: sqlite:///PATH (relative to the "
+                    "current directory; sqlite:////abs/path), or postgresql://... / mysql://... with their driver "
+                    "installed; default sqlite:///<trials_dir>/study.db.")
 flags.DEFINE_string("study_name", None, "The study's name in --storage; default <agent>-<env>.")
 flags.DEFINE_string("trials_dir", None, "Where the trials' run directories go; default runs/tune-<study_name>.")
 flags.DEFINE_string("out_preset", None, "Write the best trial as a preset JSON here; default "
@@ -98,7 +100,7 @@ def check_flags() -> None:
         raise UsageError(f"--objective must be one of {', '.join(OBJECTIVES)}, got {FLAGS.objective!r}")
     if FLAGS.pruner not in PRUNERS:
         raise UsageError(f"--pruner must be one of {', '.join(PRUNERS)}, got {FLAGS.pruner!r}")
-    if not FLAGS.storage:
+    if FLAGS.storage is not None and not FLAGS.storage:
         raise UsageError("--storage must be a database URL, e.g. sqlite:///tune.db")
     if FLAGS.study_name is not None and not FLAGS.study_name.strip():
         raise UsageError("--study_name must not be empty")
@@ -113,7 +115,8 @@ def options() -> dict:
         env_kwargs={key: config_lib.parse_value(value)
                     for key, value in config_lib.parse_cli_overrides(FLAGS.env_kwargs, "--env_kwargs").items()},
         fixed=config_lib.parse_cli_overrides(FLAGS.hp), config_dir=_path(FLAGS.config_dir),
-        trials=FLAGS.trials, storage=FLAGS.storage, study_name=study_name, trials_dir=trials_dir,
+        trials=FLAGS.trials, storage=FLAGS.storage or f"sqlite:///{trials_dir / session.DEFAULT_DATABASE}",
+        study_name=study_name, trials_dir=trials_dir,
         out_preset=_path(FLAGS.out_preset) or trials_dir / "best-preset.json", space_file=FLAGS.space,
         objective=FLAGS.objective, pruner=FLAGS.pruner, startup_trials=FLAGS.startup_trials, seeds=FLAGS.seeds,
         seed=FLAGS.seed, timeout_s=FLAGS.timeout_s, trial_timeout_s=FLAGS.trial_timeout_s, jobs=FLAGS.jobs,

@@ -66,6 +66,9 @@ class Options:
     runtime: RuntimeOptions = RuntimeOptions()
 
 
+DEFAULT_DATABASE = "study.db"  # in the trials' folder, without --storage
+
+
 def run(options: Options, worker_args: list[str]) -> int:
     """Runs the command; returns its exit code (UsageError before anything is written on bad input)."""
     setup, env_ids = checked_setup(options)
@@ -73,7 +76,8 @@ def run(options: Options, worker_args: list[str]) -> int:
     identity = {"agent": options.agent, "env": options.env, "env_kwargs": dict(options.env_kwargs),
                 "preset": setup.preset, "fixed_hp": dict(options.fixed), "objective": options.objective,
                 "seeds": options.seeds}
-    with study_lib.removed_if_refused(options.storage):
+    default_db = options.storage == f"sqlite:///{options.trials_dir / DEFAULT_DATABASE}"
+    with study_lib.removed_if_refused(options.storage, options.trials_dir if default_db else None):
         storage = study_lib.open_storage(options.storage, options.heartbeat_s)
         saved = study_lib.existing_identity(storage, options.study_name)
         if saved is None:
@@ -185,6 +189,7 @@ def _start_workers(count: int, worker_args: list[str]) -> list[subprocess.Popen]
 def print_report(study, options: Options, setup: trials.Setup) -> None:
     """The report on stdout; the history plot and the best preset written."""
     study_lib.fail_stale(study)
+    print(f"study: {options.study_name} in {options.storage}; trial runs in {options.trials_dir}")
     for line in report.summary(study, options.storage):
         print(line)
     print(report.plot_history(study, options.trials_dir / "optimization_history.png"))

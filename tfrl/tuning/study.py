@@ -54,16 +54,23 @@ def open_storage(url: str, heartbeat_s: int):
 
 
 @contextlib.contextmanager
-def removed_if_refused(url: str):
+def removed_if_refused(url: str, owned_dir: pathlib.Path | None = None):
     """For a block that opens the storage and checks it: an SQLite file that the block created is removed again
-    if the block refuses the command (UsageError), which must write nothing."""
+    if the block refuses the command (UsageError), which must write nothing. owned_dir (the trials' folder, which
+    holds the default database): made if missing, and removed again on a refusal if it is still empty."""
     path = pathlib.Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
     new = path is not None and not path.exists()
+    made = owned_dir is not None and not owned_dir.exists()
+    if made:
+        owned_dir.mkdir(parents=True)
     try:
         yield
     except UsageError:
         if new and path.is_file():
             path.unlink()
+        if made:
+            with contextlib.suppress(OSError):
+                owned_dir.rmdir()
         raise
 
 
