@@ -12,6 +12,9 @@ succeeded or failed (and when the first success came), and the server's log line
 --reconnect: the slow connections are held by an attacker process that opens a new one (request line and one
 header again) as soon as the server closes one, so the server never sees fewer than --connections slow clients
 for long; it prints how many times the attacker reconnected.
+
+--slow_body: the slow connections send complete headers announcing a body of 100,000 bytes, then one byte of it
+(and one more every 3 s without --reconnect), instead of half their headers.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ flags.DEFINE_float("seconds", 20.0, "How long the valid client keeps asking.")
 flags.DEFINE_bool("reconnect", False, "The slow clients reopen a connection as soon as the server closes one "
                   "(from an attacker process).")
 flags.DEFINE_string("serve_args", "", "Extra flags for scripts/serve.py, space separated.")
+flags.DEFINE_bool("slow_body", False, "The slow connections send complete headers (Content-Length: 100000) and "
+                  "then trickle the body, instead of half their headers.")
 FLAGS = flags.FLAGS
 
 
@@ -77,12 +82,17 @@ def _valid_request(port: int) -> bool:
 
 
 _SLOW_START = b"POST /v1/models/cartpole:predict HTTP/1.1\r\nHost: x\r\n"  # and never the end of the headers
+_SLOW_BODY = _SLOW_START + b"Content-Length: 100000\r\n\r\n{"  # complete headers, one byte of the body
+
+
+def _slow_start() -> bytes:
+    return _SLOW_BODY if FLAGS.slow_body else _SLOW_START
 
 
 def _open_slow(port: int) -> socket.socket | None:
     try:
         sock = socket.create_connection(("127.0.0.1", port), timeout=1.0)
-        sock.sendall(_SLOW_START)
+        sock.sendall(_slow_start())
     except OSError:  # the accept queue is full or the server closed it at once: the attacker tries again
         return None
     sock.setblocking(False)
@@ -170,12 +180,20 @@ def main(argv):
         slow = []
         for _ in range(FLAGS.connections):
             sock = socket.create_connection(("127.0.0.1", port))
-            sock.sendall(b"POST /v1/models/cartpole:predict HTTP/1.1\r\nHost: x\r\n")
+            sock.sendall(_slow_start())
             sock.setblocking(False)
             slow.append(sock)
         opened = time.monotonic() - start
-        results, closed_at = [], {}
+        results, closed_at, trickled_at = [], {}, time.monotonic()
         while time.monotonic() - start < FLAGS.seconds:
+            if FLAGS.slow_body and time.monotonic() - trickled_at >= 3.0:  # one more body byte every 3 s
+                trickled_at = time.monotonic()
+                for i, sock in enumerate(slow):
+                    if i not in closed_at:
+                        try:
+                            sock.send(b" ")
+                        except OSError:
+                            closed_at[i] = time.monotonic() - start
             sent = time.monotonic()
             results.append((sent - start, _valid_request(port), time.monotonic() - sent))
             for i, sock in enumerate(slow):

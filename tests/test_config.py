@@ -356,3 +356,12 @@ def test_trained_env_steps_round_total_env_steps_up_to_whole_collection_passes()
     assert (ppo.env_steps_per_collect, ppo.trained_env_steps) == (16384, 32768)
     assert DQNConfig(num_envs=4, total_env_steps=1001).trained_env_steps == 1004  # vector steps of 4
     assert DQNConfig(num_envs=4, total_env_steps=1000).trained_env_steps == 1000
+
+
+@pytest.mark.parametrize("name", ["eval_episodes", "final_eval_episodes"])
+def test_evaluations_longer_than_100000_episodes_are_refused(name):
+    from tfrl.agents.dqn.config import DQNConfig
+
+    assert getattr(DQNConfig(**{name: 100_000}), name) == 100_000
+    with pytest.raises(ValueError, match=f"{name} must be at most 100,000 episodes .* got 1,000,000,000,000"):
+        DQNConfig(**{name: 10**12})

@@ -283,9 +283,11 @@ def test_a_mask_that_allows_nothing_or_holds_other_values_than_0_and_1_gets_no_a
             with pytest.raises(UsageError, match="must hold only 0 and 1"):
                 policy({"state": state, MASK_KEY: bad})
         assert (policy({"state": state, MASK_KEY: legal.astype(bool)}) == 3).all()  # booleans are 0 and 1
-    # The SavedModel itself (what TF Serving runs) answers with its flag: the action of row 1 means nothing.
+    # The SavedModel itself (what TF Serving runs) takes MaskedPick's own int8 masks (it took uint8 only), and
+    # answers with its flag: the action of row 1 means nothing.
     signature = tf.saved_model.load(str(run.saved_model)).signatures["serving_default"]
-    raw = signature(state=tf.constant(state), action_mask=tf.constant(none_legal))
+    assert signature.structured_input_signature[1]["action_mask"].dtype == tf.int8
+    raw = signature(state=tf.constant(state), action_mask=tf.constant(none_legal.astype(np.int8)))
     assert raw["no_legal_action"].numpy().tolist() == [False, True] and int(raw["action"][0]) == 3
     # tfrl-serve: 400, for no legal action and for a 2.
     from tfrl.model_server.options import ServerOptions

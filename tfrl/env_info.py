@@ -36,6 +36,9 @@ class EnvInfo:
     action_nvec: tuple[int, ...] = ()  # MultiDiscrete (and MultiBinary: all 2) actions: each dimension's count
     binary_actions: bool = False  # MultiBinary actions (the env takes 0/1 as int8)
     env_space: str = ""  # the env's own observation space (tfrl.observations.env_space_json), "" if taken as is
+    # The dtype of the env's own action mask (int8 for a Box(0, 1, (A,), int8)): what the export's "action_mask"
+    # input takes, so that a client sends the env's masks as they are. Training stores masks as uint8.
+    mask_dtype: str = "uint8"
 
     @property
     def continuous(self) -> bool:
@@ -56,6 +59,15 @@ class EnvInfo:
         if self.obs_fields:
             return ObsSpec(self.obs_fields, structured=True)
         return ObsSpec.flat(self.obs_shape, self.obs_dtype)
+
+    @property
+    def export_observations(self) -> ObsSpec:
+        """What the exported signature takes: the observations, the action mask in the env's own dtype."""
+        spec = self.observations
+        if spec.mask is None or self.mask_dtype == spec.mask.dtype:
+            return spec
+        return ObsSpec(tuple(dataclasses.replace(field, dtype=self.mask_dtype) if field.key == MASK_KEY else field
+                             for field in spec.fields), structured=True)
 
     @property
     def masked(self) -> bool:
@@ -82,6 +94,8 @@ class EnvInfo:
             record.update(action_nvec=list(self.action_nvec), binary_actions=self.binary_actions)
         if self.env_space:
             record["env_space"] = json.loads(self.env_space)
+        if self.mask_dtype != "uint8":
+            record["mask_dtype"] = self.mask_dtype
         return record
 
     @classmethod
@@ -92,7 +106,8 @@ class EnvInfo:
                    tuple(record.get("action_high", ())), record.get("obs_dtype", "float32"),
                    int(record.get("frame_stack", 0)), fields, tuple(int(n) for n in record.get("action_nvec", ())),
                    bool(record.get("binary_actions", False)),
-                   json.dumps(record["env_space"]) if record.get("env_space") else "")
+                   json.dumps(record["env_space"]) if record.get("env_space") else "",
+                   str(record.get("mask_dtype", "uint8")))
 
 
 def env_info(env: gym.vector.VectorEnv, env_id: str) -> EnvInfo:
@@ -103,8 +118,10 @@ def env_info(env: gym.vector.VectorEnv, env_id: str) -> EnvInfo:
         observations = {"obs_shape": (), "obs_dtype": STRUCTURED, "obs_fields": spec.fields}
     else:
         observations = {"obs_shape": spec.fields[0].shape, "obs_dtype": spec.fields[0].dtype}
+    mask_dtype = getattr(env, "mask_dtype", "uint8") if spec.mask is not None else "uint8"
     info = _actions(env.single_action_space, env_id, {**observations, "frame_stack": getattr(env, "frame_stack", 0),
-                                                      "env_space": getattr(env, "env_space", "")})
+                                                      "env_space": getattr(env, "env_space", ""),
+                                                      "mask_dtype": mask_dtype})
     _check_mask(info, spec)
     return info
 

@@ -249,6 +249,21 @@ def _env_space(made: gym.Env) -> str:
     return env_space_json(space)
 
 
+# The dtypes an exported signature's mask input may take: the env's own, if it is one of these.
+MASK_DTYPES = ("uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "bool", "float16", "float32",
+               "float64")
+
+
+def _own_mask_dtype(made: gym.Env) -> str:
+    """The dtype of the env's own action_mask entry (a Box or MultiBinary), "uint8" where it has none of its own
+    (an action_masks() method) or it is not a number or bool type a signature can take."""
+    own = getattr(made, "tfrl_own_env", None)
+    space = getattr(own, "observation_space", None)
+    entry = space.spaces.get(MASK_KEY) if isinstance(space, gym.spaces.Dict) else None
+    dtype = getattr(entry, "dtype", None)
+    return np.dtype(dtype).name if dtype is not None and np.dtype(dtype).name in MASK_DTYPES else "uint8"
+
+
 def _has_method(env: gym.Env, name: str) -> bool:
     try:
         return callable(env.get_wrapper_attr(name))
@@ -317,6 +332,7 @@ def make_vector_env(env: EnvSpec | str, num_envs: int, seed: int, vector_mode: s
     vector_env.frame_stack = atari_preprocessing.frame_stack(spec.kwargs) if spec.atari else 0
     # The env's own space, for the policy objects of its exports (a sync env's copies are here to ask).
     vector_env.env_space = _env_space(vector_env.envs[0]) if vector_mode == "sync" else ""
+    vector_env.mask_dtype = _own_mask_dtype(vector_env.envs[0]) if vector_mode == "sync" else "uint8"
     try:
         vector_env.action_nvec = env_info(vector_env, spec.name).action_nvec  # spaces tfrl can train on
     except EnvIdError:

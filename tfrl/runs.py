@@ -152,7 +152,7 @@ def _checked_env_info(raw: Mapping[str, Any] | None, source: str) -> Mapping[str
                  and info.obs_dtype in ("float32", "uint8", "structured") and isinstance(info.env_id, str)
                  and (info.obs_dtype == "structured") == bool(fields)
                  and all(field.dtype in ("float32", "uint8") for field in fields)
-                 and len(info.action_low) == len(info.action_high)
+                 and len(info.action_low) == len(info.action_high) and info.mask_dtype in envs.MASK_DTYPES
                  and all(isinstance(b, (int, float)) for b in (*info.action_low, *info.action_high)))
     except (KeyError, TypeError, ValueError):
         valid = False
@@ -404,7 +404,7 @@ def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
     (tfrl.portable.convert.finisher: the LiteRT and ONNX files)."""
     loaded = load_policy(run_dir, checkpoint, best)
     best = loaded.best
-    observations = loaded.env.observations
+    observations = loaded.env.export_observations  # the env's own mask dtype
     example = loaded.policy.outputs(*tf.nest.map_structure(lambda spec: tf.zeros([1, *spec.shape[1:]], spec.dtype),
                                                            export.signature_inputs(loaded.policy, observations)))
     state_size = loaded.policy.state_size
