@@ -354,10 +354,10 @@ def measure_floor(spec: RunSpec, calls: int, repeats: int) -> dict:
     import dqn_train_step  # noqa: E402
     from tfrl import runtime as runtime_lib
 
-    from tfrl import launch
+    from tfrl import runtime_defaults
 
     preset = presets.find(spec.agent, spec.env_id, spec.preset, dirs=[CONFIG_DIR])
-    runtime = runtime_lib.apply(launch.resolved_runtime(  # XLA and precision as the run's train.py resolves them
+    runtime = runtime_lib.apply(runtime_defaults.resolved(  # XLA and precision as the run's train.py resolves them
         runtime_lib.RuntimeOptions(intra_op_threads=spec.threads, inter_op_threads=spec.threads), preset.runtime))
     config = config_lib.apply_overrides(config_class(spec.agent)(), spec.hparams, "spec")
     info = _env_info(spec.env_id)

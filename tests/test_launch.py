@@ -10,7 +10,7 @@ import sys
 import pytest
 from absl import logging as absl_logging
 
-from tfrl import launch, runs
+from tfrl import launch, runs, runtime_defaults
 from tfrl.errors import UsageError
 from tfrl.runtime import RuntimeOptions
 
@@ -159,10 +159,10 @@ def test_a_resumed_run_keeps_its_precision(monkeypatch):
 
     monkeypatch.setattr(cpu_features, "bf16_flags", lambda: ("avx512_bf16",))
     cpu = RuntimeOptions(device="cpu")
-    assert launch.resolved_runtime(cpu, {"xla": False, "mixed_precision": "float32"}).mixed_precision == "float32"
+    assert runtime_defaults.resolved(cpu, {"xla": False, "mixed_precision": "float32"}).mixed_precision == "float32"
     monkeypatch.setattr(cpu_features, "bf16_flags", lambda: ())  # resumed on a machine without bfloat16
     saved = {"xla": True, "mixed_precision": "mixed_bfloat16"}
-    assert launch.resolved_runtime(cpu, saved) == RuntimeOptions(device="cpu", xla=True,
+    assert runtime_defaults.resolved(cpu, saved) == RuntimeOptions(device="cpu", xla=True,
                                                                  mixed_precision="mixed_bfloat16")
 
 

@@ -113,7 +113,6 @@ def test_image_replay_memory_counts_one_uint8_frame_per_transition():
 
 @pytest.mark.parametrize("periodic", [True, False])
 def test_a_stop_during_an_evaluation_ends_it_at_once_and_saves_the_run(tmp_path, monkeypatch, periodic):
-    import tensorflow  # noqa: F401 - the loop's
     from tfrl import checkpoints, evaluation, training_loop
     from tfrl.runtime import Runtime, RuntimeOptions
 

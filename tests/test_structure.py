@@ -18,7 +18,7 @@ from tfrl.agents.actor_critic.networks import CategoricalHead, MultiCategoricalH
 from tfrl.agents.dqn.actor import EpsilonGreedyActor
 from tfrl.agents.dqn.learning import td_targets
 from tfrl.errors import UsageError
-from tfrl.observations import MASK_KEY, StructuredObservation, observation_spec, to_row
+from tfrl.observations import MASK_KEY, CheckedDictKeys, StructuredObservation, observation_spec, to_row
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "tests"))
@@ -65,7 +65,8 @@ def test_a_dict_of_boxes_is_used_as_given_and_stored_in_the_fields_dtypes():
             return {"x": np.float64([0.1, -1.5]), "n": np.int64([7])}, {}
 
     plain = Plain()
-    assert envs.adapted(plain, "Plain") is plain  # no StructuredObservation: nothing to convert per step
+    adapted = envs.adapted(plain, "Plain")  # no StructuredObservation: nothing to convert per step, only the keys
+    assert type(adapted) is CheckedDictKeys and adapted.env is plain  # to check (a dict comparison)
     vector_env = envs.make_vector_env(envs.as_spec(Plain), 2, seed=0)
     try:
         batch = vector_env.first_obs

@@ -163,7 +163,7 @@ class Run:
     @property
     def complete(self) -> bool:
         """Trained to the end (or stopped early by a callback), evaluated and exported."""
-        return self.result.get("kind") == "final_eval"
+        return self.result.get("kind") in ("final_eval", "best_eval")  # the exported policy's evaluation
 
     def policy(self, checkpoint: int | str | None = None, best: bool = False) -> Policy:
         """A greedy policy of the run (load_policy): by default the one it exports."""

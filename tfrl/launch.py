@@ -29,8 +29,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from absl import logging
 
-from tfrl import agents, cli, config as config_lib, cpu_features, distribute, envpool_vector, envs, runs
-from tfrl import presets, run_finder, runtime as runtime_lib, shutdown, warm_start
+from tfrl import agents, cli, config as config_lib, distribute, envpool_vector, envs, runs
+from tfrl import presets, run_finder, runtime as runtime_lib, runtime_defaults, shutdown, warm_start
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
 from tfrl.rollout_actors import MODES, ActorSettings, cluster
@@ -143,10 +143,10 @@ def _record(request: TrainRequest, spec: agents.Agent, env: envs.EnvSpec, info: 
     """The run's record (config.json): preset, hyperparameters and runtime options resolved and checked."""
     if request.resume:
         config, preset_name = saved.config, saved.preset  # as saved, even if the presets changed since
-        runtime_defaults = {"xla": saved.runtime.xla, "mixed_precision": saved.runtime.mixed_precision}
+        preset_runtime = {"xla": saved.runtime.xla, "mixed_precision": saved.runtime.mixed_precision}
         source = "the resumed run"
     else:
-        config, preset_name, runtime_defaults = _preset_config(request, spec, env)
+        config, preset_name, preset_runtime = _preset_config(request, spec, env)
         source = f"preset {preset_name}"
     config = config_lib.apply_overrides(config, request.hp, "--hp")
     spec.check_env(info, config)
@@ -158,7 +158,7 @@ def _record(request: TrainRequest, spec: agents.Agent, env: envs.EnvSpec, info: 
     if request.export and request.export_base_path is not None:
         cli.check_output_dir("export_base_path", request.export_base_path)
     # May list the GPUs, which imports TF: the checks come first.
-    runtime, choices = resolve_runtime(request.runtime, runtime_defaults, source)
+    runtime, choices = runtime_defaults.resolve(request.runtime, preset_runtime, source)
     return runs.RunRecord(agent=request.agent, env_id=env.name, seed=request.seed, config=config,
                           runtime=runtime, runtime_choices=choices, env_arg=_env_arg(request.env), env_kwargs=dict(env.kwargs),
                           preset=preset_name, vector_mode=request.vector_mode,
@@ -314,46 +314,6 @@ def _preset_config(request: TrainRequest, spec: agents.Agent, env: envs.EnvSpec)
                         ", ".join(preset.env_ids), env.name)
     config = config_lib.apply_overrides(config, preset.hparams, f"preset {preset.name}")
     return config, preset.name, preset.runtime
-
-
-def resolved_runtime(options: runtime_lib.RuntimeOptions, defaults: Mapping[str, Any]) -> runtime_lib.RuntimeOptions:
-    """`options` with what the user left unset resolved as `resolve_runtime` does."""
-    return resolve_runtime(options, defaults)[0]
-
-
-def resolve_runtime(options: runtime_lib.RuntimeOptions, defaults: Mapping[str, Any],
-                    source: str = "the preset") -> tuple[runtime_lib.RuntimeOptions, dict[str, str]]:
-    """(`options` with each option the user left unset (None) resolved, {option: why it has its value}).
-
-    defaults: the preset's runtime (source "preset <name>") or the resumed run's options (source "the resumed
-    run"). XLA: the user's --xla/--noxla, else the defaults', else on where the train step runs on a GPU (many
-    small kernels without it: docs/benchmarks.md, the GPU section) and off on a CPU. Precision: the user's, else
-    the defaults'; a preset's cpu_bfloat16 means mixed_bfloat16 when the train step runs on a CPU with bfloat16
-    instructions (tfrl.cpu_features), float32 elsewhere.
-    """
-    choices = {}
-    if options.xla is not None:
-        xla, choices["xla"] = options.xla, "--xla" if options.xla else "--noxla"
-    elif "xla" in defaults:
-        xla, choices["xla"] = bool(defaults["xla"]), source
-    else:
-        on_cpu = runtime_lib.trains_on_cpu(options)
-        xla = not on_cpu
-        choices["xla"] = ("the default where the train step runs on a CPU; --xla turns it on" if on_cpu
-                          else "the default where the train step runs on a GPU; --noxla turns it off")
-    precision = options.mixed_precision or defaults.get("mixed_precision")
-    if options.mixed_precision:
-        choices["mixed_precision"] = "--mixed_precision"
-    elif precision:
-        choices["mixed_precision"] = source
-    else:
-        # The CPU's flags first: a file read, where asking for GPUs imports TensorFlow.
-        cpu_bf16 = cpu_features.bf16_flags() if defaults.get("cpu_bfloat16", False) else ()
-        bfloat16 = bool(cpu_bf16) and runtime_lib.trains_on_cpu(options)
-        precision = "mixed_bfloat16" if bfloat16 else "float32"
-        choices["mixed_precision"] = (f"{source} on a CPU with {' and '.join(cpu_bf16)}; "
-                                      "--mixed_precision=float32 turns it off" if bfloat16 else "the default")
-    return dataclasses.replace(options, xla=xla, mixed_precision=precision), choices
 
 
 def _env_arg(env: Any) -> str | None:

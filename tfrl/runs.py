@@ -52,8 +52,7 @@ class RunRecord:
     seed: int
     config: Any  # the agent's config dataclass
     runtime: RuntimeOptions = RuntimeOptions()
-    # Why XLA and the precision have their values ("--xla", "preset dqn-lunarlander", "the default where the train
-    # step runs on a GPU; ..."): for the banner and the reader of config.json; never a difference between runs.
+    # Why XLA and the precision have their values (tfrl.runtime_defaults): for the banner and config.json's reader.
     runtime_choices: Mapping[str, str] = dataclasses.field(default_factory=dict)
     env_arg: str | None = None  # as given on the command line, e.g. LunarLander-v2 (None: env_id)
     env_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # passed to gymnasium.make
@@ -121,8 +120,7 @@ class RunRecord:
         runtime = RuntimeOptions(**{name: _JsonFields(runtime_raw, f"{source}: runtime").get(
             name, runtime_types[name], default=getattr(RuntimeOptions(), name)) for name in runtime_raw})
         return cls(agent=agent, env_id=field.get("env_id", str), seed=field.get("seed", int), config=config,
-                   runtime=runtime, runtime_choices=_checked_choices(field.get("runtime_choices", dict, default={}),
-                                                                     source),
+                   runtime=runtime, runtime_choices=_checked_choices(field.get("runtime_choices", dict, {}), source),
                    env_arg=field.get("env_arg", str, default=None),
                    env_kwargs=field.get("env_kwargs", dict, default={}),
                    env_info=_checked_env_info(field.get("env_info", dict, default=None), source),
@@ -134,9 +132,9 @@ class RunRecord:
 
 
 def _checked_choices(raw: Mapping[str, Any], source: str) -> dict[str, str]:
-    if not all(isinstance(value, str) for value in raw.values()):
-        raise UsageError(f"{source}: 'runtime_choices' must map runtime options to strings, got {raw!r:.200}")
-    return dict(raw)
+    if all(isinstance(value, str) for value in raw.values()):
+        return dict(raw)
+    raise UsageError(f"{source}: 'runtime_choices' must map runtime options to strings, got {raw!r:.200}")
 
 
 def _checked_env_info(raw: Mapping[str, Any] | None, source: str) -> Mapping[str, Any] | None:
@@ -205,7 +203,7 @@ def result_record(final: Mapping[str, Any], saved_model: pathlib.Path | None) ->
     exports ("policy": "best" or "last"), the last policy's under "last", the best's under "best"."""
     last = {key: value for key, value in final.items() if key != "best"}
     best = final.get("best")
-    exported = best if best is not None else last
+    exported = {**last, **best} if best is not None else last  # the run's counters (gradient_steps, ...) stay
     return {**exported, "policy": "best" if best is not None else "last", "last": last,
             **({"best": best} if best is not None else {}), "saved_model": str(saved_model) if saved_model else None}
 

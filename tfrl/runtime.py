@@ -329,7 +329,7 @@ class Runtime:
 
     def banner(self, choices: typing.Mapping[str, str] | None = None, width: int = 68) -> str:
         """Start-up summary for logs, in lines of at most `width` characters (an 80-column terminal, after the
-        log prefix). choices: {option: why it has its value} (tfrl.launch.resolve_runtime), shown beside it."""
+        log prefix). choices: {option: why it has its value} (tfrl.runtime_defaults.resolve), shown beside it."""
         choices = choices or {}
         threading = tf.config.threading
         policy = self.options.mixed_precision
