@@ -2,6 +2,7 @@
 
     python benchmarks/serving_slowloris.py --connections=1100 --seconds=20
     python benchmarks/serving_slowloris.py --connections=1000 --seconds=25 --reconnect
+    python benchmarks/serving_slowloris.py --slow_body --connections=520 --seconds=15 [--reconnect]
 
 Exports a small DQN policy (CartPole's shapes), starts scripts/serve.py in a child process whose open-file
 limit is 1024 (a common default), then opens --connections connections that send a request line and one header

@@ -89,8 +89,8 @@ class ConnectionBudget:
             if now - since < EVICTION_GRACE_S:
                 return
             self._close(oldest, "max_pending_per_client", lambda: (
-                f"client {client_ip} has more than {self.max_pending_per_client} connections without complete "
-                "request headers (--max_pending_connections_per_client): closing its oldest"))
+                f"client {client_ip} has more than {self.max_pending_per_client} connections without a complete "
+                "request (--max_pending_connections_per_client): closing its oldest"))
             own = self._pending_by_client[client_ip]  # the new connection keeps the client's entry
 
     def _victim_to_make_room(self, connection):
