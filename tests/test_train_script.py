@@ -62,7 +62,7 @@ def _launch(args, run_dir, env=None):
 # 30k env steps, with a 64x64 network instead of 256x256 to keep it near 30 s on 2 cores.
 LEARNING_ARGS = [
     "--agent=dqn", "--env=CartPole-v1", "--seed=0",
-    "--hp=total_env_steps=30000", "--hp=hidden_sizes=64,64",
+    "--hp", "total_env_steps=30000", "--hp=hidden_sizes=64,64",  # "--hp key=value" (a space) is "--hp=key=value"
     "--hp=eval_interval=10000", "--hp=eval_episodes=5", "--hp=final_eval_episodes=20", "--hp=log_interval=5000",
 ]
 RANDOM_POLICY_RETURN = 22  # CartPole-v1 under uniformly random actions, averaged over many episodes
@@ -302,7 +302,7 @@ def test_learning_run_writes_resolved_config(learning_run):
     assert (config["agent"], config["env_id"], config["seed"]) == ("dqn", "CartPole-v1", 0)
     assert config["preset"] == "dqn-cartpole"
     hparams = config["hparams"]
-    assert hparams["total_env_steps"] == 30000  # --hp
+    assert hparams["total_env_steps"] == 30000  # --hp total_env_steps=30000 (with a space)
     assert hparams["hidden_sizes"] == [64, 64]  # --hp, as a JSON list
     assert hparams["learning_rate"] == 2.3e-3  # from the preset
     assert hparams["train_period_env_steps"] == 256 and hparams["gradient_steps_per_train"] == 128  # from the preset
