@@ -20,13 +20,17 @@ timed() {  # timed LABEL COMMAND...: prints the label, the command's last lines 
   echo "=== $label: rc=$rc wall=$((SECONDS - start)) s"
 }
 cpu() { CUDA_VISIBLE_DEVICES= "$@"; }
-
-checks() {
+TINY=(--agent=dqn --env=CartPole-v1 --hp=total_env_steps=2000 --hp=learning_starts=500 --hp=eval_interval=0
+      --hp=final_eval_episodes=2 --hp=checkpoint_interval=0 --hp=keep_best_policy=false)
+machine() {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   lscpu | grep -E "Model name|^CPU\(s\)"
   python3 -m tfrl doctor
-  local tiny=(--agent=dqn --env=CartPole-v1 --hp=total_env_steps=2000 --hp=learning_starts=500 --hp=eval_interval=0
-              --hp=final_eval_episodes=2 --hp=checkpoint_interval=0 --hp=keep_best_policy=false)
+}
+
+checks() {
+  machine
+  local tiny=("${TINY[@]}")
   timed place-auto train "${tiny[@]}" --run_dir="$RUNS/p-auto"
   timed place-cpu-xla train "${tiny[@]}" --run_dir="$RUNS/p-cpu-xla" --device=cpu --xla
   timed place-cpu-noxla train "${tiny[@]}" --run_dir="$RUNS/p-cpu-noxla" --device=cpu --noxla
@@ -56,11 +60,8 @@ runs() {
 }
 
 essentials() {
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  lscpu | grep -E "Model name|^CPU\(s\)"
-  python3 -m tfrl doctor
-  local tiny=(--agent=dqn --env=CartPole-v1 --hp=total_env_steps=2000 --hp=learning_starts=500 --hp=eval_interval=0
-              --hp=final_eval_episodes=2 --hp=checkpoint_interval=0 --hp=keep_best_policy=false)
+  machine
+  local tiny=("${TINY[@]}")
   timed place-cpu-xla train "${tiny[@]}" --run_dir="$RUNS/p-cpu-xla" --device=cpu --xla
   timed place-cpu-noxla train "${tiny[@]}" --run_dir="$RUNS/p-cpu-noxla" --device=cpu --noxla
   (cd benchmarks && python3 precision_xla.py --agents=dqn,a2c,sac,dqn_cnn --combos=float32:off,float32:on \

@@ -135,3 +135,29 @@ def metric_value(exposition: str, line_prefix: str) -> float:
     values = [float(line.rsplit(" ", 1)[1]) for line in exposition.splitlines() if line.startswith(line_prefix)]
     assert len(values) <= 1, (line_prefix, values)
     return values[0] if values else 0.0
+
+
+def hold_reconnecting(open_connection, connections: int, stop) -> None:
+    """An attacker: holds `connections` sockets made by open_connection(), reopening each one the server closes at
+    once, until stop (a threading.Event) is set."""
+    import selectors
+
+    selector, missing = selectors.DefaultSelector(), connections
+    while not stop.is_set():
+        for _ in range(missing):
+            try:
+                selector.register(open_connection(), selectors.EVENT_READ)
+                missing -= 1
+            except OSError:
+                break
+        for key, _ in selector.select(timeout=0.02):
+            try:
+                if key.fileobj.recv(4096):
+                    continue
+            except OSError:
+                pass
+            selector.unregister(key.fileobj)
+            key.fileobj.close()
+            missing += 1
+    for key in list(selector.get_map().values()):
+        key.fileobj.close()

@@ -132,14 +132,18 @@ def test_xla_is_on_by_default_where_the_train_step_runs_on_a_gpu_and_the_record_
     from tfrl import runtime as runtime_lib
     from tfrl.runtime import RuntimeOptions
 
-    def record(on_cpu, preset="dqn-cartpole", **options):
+    def record(on_cpu, preset="dqn-cartpole", build="CUDA 12.5/cuDNN 9", **options):
         monkeypatch.setattr(runtime_lib, "trains_on_cpu", lambda _: on_cpu)
+        monkeypatch.setattr(runtime_lib, "build_flavour", lambda: build)
         request = launch.TrainRequest(agent="dqn", env="CartPole-v1", preset=preset, runtime=RuntimeOptions(**options))
         return launch.prepare(request).record
 
     on_gpu = record(on_cpu=False)  # dqn-cartpole says nothing of XLA
     assert on_gpu.runtime.xla is True
-    assert on_gpu.runtime_choices["xla"] == "the default where the train step runs on a GPU; --noxla turns it off"
+    assert on_gpu.runtime_choices["xla"] == "the default where the train step runs on a CUDA GPU; --noxla turns it off"
+    rocm = record(on_cpu=False, build="ROCm 6.1")  # XLA on ROCm not measured: off unless asked for
+    assert (rocm.runtime.xla, rocm.runtime_choices["xla"]) == (False,
+                                                               "the default on a ROCm 6.1 GPU; --xla turns it on")
     on_cpu = record(on_cpu=True)
     assert on_cpu.runtime.xla is False
     assert on_cpu.runtime_choices["xla"] == "the default where the train step runs on a CPU; --xla turns it on"

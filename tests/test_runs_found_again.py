@@ -266,3 +266,14 @@ def test_ctrl_c_in_python_saves_a_checkpoint_then_interrupts_and_the_same_call_f
                                env=env, timeout=300)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert completed.stdout.splitlines() == ["interrupted ['ckpt-1.json']", "finished 1000"], completed.stdout
+
+
+def test_a_finished_keep_best_run_is_complete_when_its_command_runs_again(tmp_path):
+    # result.json's top level is then the best policy's evaluation ("kind": "best_eval"): still a complete run.
+    hp = {"total_env_steps": 1200, "learning_starts": 200, "hidden_sizes": [16], "eval_interval": 400,
+          "eval_episodes": 2, "final_eval_episodes": 2, "keep_best_policy": True}
+    first = tfrl.train("dqn", "CartPole-v1", preset="none", hp=hp, run_dir=tmp_path / "run", verbose=0)
+    assert first.complete and first.result["policy"] == "best" and first.result["kind"] == "best_eval"
+    again = tfrl.train("dqn", "CartPole-v1", preset="none", hp=hp, run_dir=tmp_path / "run", verbose=0)
+    assert again.result == first.result  # read back, nothing evaluated or exported again
+    assert sorted(p.name for p in (tmp_path / "run" / "saved_models" / "dqn-CartPole-v1").iterdir()) == ["1"]

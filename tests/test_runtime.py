@@ -149,6 +149,8 @@ def two_logical_cpus_process():
         }
         runtime.apply(dataclasses.replace(options, tf32=False))
         result["tf32_after_notf32"] = tf.config.experimental.tensor_float_32_execution_enabled()
+        runtime.apply(options)  # tf32 unset: the process's setting stays (a caller's program may have chosen it)
+        result["tf32_after_unset"] = tf.config.experimental.tensor_float_32_execution_enabled()
         for name, changed in (("more_cpus", dataclasses.replace(options, logical_cpus=3)),
                               ("other_threads", dataclasses.replace(options, inter_op_threads=1))):
             try:
@@ -205,6 +207,7 @@ def test_banner_says_why_xla_and_precision_have_their_values(two_logical_cpus_pr
 def test_notf32_turns_tensorfloat32_off(two_logical_cpus_process):
     assert two_logical_cpus_process["tf32_default"] is True  # TensorFlow's default
     assert two_logical_cpus_process["tf32_after_notf32"] is False
+    assert two_logical_cpus_process["tf32_after_unset"] is False
 
 
 @pytest.fixture(scope="module")

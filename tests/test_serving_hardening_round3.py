@@ -6,7 +6,6 @@ import http.client
 import json
 import os
 import pathlib
-import selectors
 import socket
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import time
 import pytest
 
 pytest.importorskip("uvicorn", reason="the serve extra (uvicorn) is not installed: pip install -e '.[serve]'")
-from serving_helpers import Client, copy_version_into_place, running_server, save_half_model
+from serving_helpers import Client, copy_version_into_place, hold_reconnecting, running_server, save_half_model
 from tfrl.model_server import versions
 from tfrl.model_server.batching import ModelThreads
 from tfrl.model_server.metrics import ServerMetrics
@@ -77,36 +76,13 @@ def _valid_request(port: int) -> bool:
         return False
 
 
-def _reconnecting_attacker(port: int, connections: int, stop: threading.Event) -> None:
-    """Holds `connections` slow connections, reopening each one the server closes at once."""
-    selector, missing = selectors.DefaultSelector(), connections
-    while not stop.is_set():
-        for _ in range(missing):
-            try:
-                selector.register(_slow_connection(port), selectors.EVENT_READ)
-                missing -= 1
-            except OSError:
-                break
-        for key, _ in selector.select(timeout=0.02):
-            try:
-                if key.fileobj.recv(4096):
-                    continue
-            except OSError:
-                pass
-            selector.unregister(key.fileobj)
-            key.fileobj.close()
-            missing += 1
-    for key in list(selector.get_map().values()):
-        key.fileobj.close()
-
-
 def test_a_reconnecting_slowloris_leaves_room_for_a_good_client(base_path):
     """40 slow connections reopened as soon as closed, against max_connections=20 and a long header timeout: the
     good client (fresh connection each time, same IP) is still answered, because the slow connections make room
     rather than the new ones being refused."""
     with running_server(_options(base_path, max_connections=20, header_timeout_seconds=10.0)) as (port, app):
         stop = threading.Event()
-        attacker = threading.Thread(target=_reconnecting_attacker, args=(port, 40, stop))
+        attacker = threading.Thread(target=hold_reconnecting, args=(lambda: _slow_connection(port), 40, stop))
         attacker.start()
         try:
             time.sleep(0.5)  # the budget full of slow connections

@@ -8,7 +8,6 @@ makes room when needed, oldest first) until its whole body is in, and a body mus
 
 import http.client
 import json
-import selectors
 import socket
 import threading
 import time
@@ -16,7 +15,7 @@ import time
 import pytest
 
 pytest.importorskip("uvicorn", reason="the serve extra (uvicorn) is not installed: pip install -e '.[serve]'")
-from serving_helpers import copy_version_into_place, metric_value, running_server, save_half_model
+from serving_helpers import copy_version_into_place, hold_reconnecting, metric_value, running_server, save_half_model
 from tfrl.model_server.options import ServerOptions
 
 BODY = json.dumps({"instances": [[1.0, 2.0]]}).encode()
@@ -54,29 +53,6 @@ def _answered_within(port: int, seconds: float) -> bool:
     return ok and time.monotonic() - start <= seconds
 
 
-def _reconnecting_slow_bodies(port: int, connections: int, stop: threading.Event) -> None:
-    """Holds `connections` slow-body connections, reopening each one the server closes at once."""
-    selector, missing = selectors.DefaultSelector(), connections
-    while not stop.is_set():
-        for _ in range(missing):
-            try:
-                selector.register(_slow_body(port), selectors.EVENT_READ)
-                missing -= 1
-            except OSError:
-                break
-        for key, _ in selector.select(timeout=0.02):
-            try:
-                if key.fileobj.recv(4096):
-                    continue
-            except OSError:
-                pass
-            selector.unregister(key.fileobj)
-            key.fileobj.close()
-            missing += 1
-    for key in list(selector.get_map().values()):
-        key.fileobj.close()
-
-
 def test_slow_bodies_make_room_for_a_good_client_who_is_answered_within_a_second(base_path):
     """30 slow bodies against max_connections=20, timers long enough not to matter: room is made."""
     options = _options(base_path, max_connections=20, header_timeout_seconds=30.0, body_timeout_seconds=60.0)
@@ -93,7 +69,7 @@ def test_reconnecting_slow_bodies_leave_room_for_a_good_client(base_path):
     options = _options(base_path, max_connections=20, header_timeout_seconds=30.0, body_timeout_seconds=60.0)
     with running_server(options) as (port, _):
         stop = threading.Event()
-        attacker = threading.Thread(target=_reconnecting_slow_bodies, args=(port, 40, stop))
+        attacker = threading.Thread(target=hold_reconnecting, args=(lambda: _slow_body(port), 40, stop))
         attacker.start()
         try:
             time.sleep(0.5)

@@ -127,8 +127,9 @@ def test_a_stop_during_an_evaluation_ends_it_at_once_and_saves_the_run(tmp_path,
         return evaluate_episodes(*args, **kwargs)
 
     monkeypatch.setattr(evaluation, "evaluate_episodes", evaluating)
+    options = training_loop.LoopOptions(progress_bar=False, stop_requested=lambda: bool(stop))
     record = training_loop.train("dqn", config, "CartPole-v1", 0, Runtime(RuntimeOptions(), "/device:CPU:0"),
-                                 tmp_path, training_loop.LoopOptions(progress_bar=False, stop_requested=lambda: bool(stop)))
+                                 tmp_path, options)
     assert time.monotonic() - stop[0] < 5  # not the hours of 100,000 episodes
     assert record == {"kind": "stopped", "env_step": 500 if periodic else 1000,
                       "checkpoint": checkpoints.latest_checkpoint_number(tmp_path)}

@@ -353,7 +353,8 @@ def _tfrl(*args, cwd):
 @pytest.mark.parametrize("env, kwargs, code, message", [
     ("structure_envs:MethodMaskedCorridor-v0", ["--env_kwargs=no_legal_at=3"], 1,
      "the env failed at env step 3 (env 0's action_mask allows no action)"),
-    ("structure_envs:ChangingKeys-v0", [], 1, "the env failed at env step 4 (ValueError: its observation has the keys ['b']"),
+    ("structure_envs:ChangingKeys-v0", [], 1,
+     "the env failed at env step 4 (ValueError: its observation has the keys ['b']"),
     ("structure_envs:ChangingKeys-v0", ["--env_kwargs=change=shape"], 1,
      "the env failed at env step 4 (ValueError: Output array is the wrong shape)"),  # gymnasium's words
     ("structure_envs:MethodMaskedCorridor-v0", ["--env_kwargs=bad_mask_at=2"], 1,

@@ -127,7 +127,7 @@ class EnvSpec:
             env = self.factory(**options, **self.kwargs)
             if not isinstance(env, gym.Env):
                 raise EnvIdError(f"the env factory {self.name} returned {type(env).__name__}, not a gymnasium.Env")
-            if env.render_mode not in (None, "rgb_array") and "render_mode" not in options:
+            if env.render_mode in SCREEN_RENDER_MODES and "render_mode" not in options:
                 env.close()  # before its first reset draws on a screen (which aborts the process without a display)
                 raise EnvIdError(f"the env factory {self.name} makes envs with render_mode={env.render_mode!r}, "
                                  "which would open a window in every env (and crash without a display); make them "
@@ -140,7 +140,8 @@ class EnvSpec:
 def _log_mujoco_warnings(env_id: str | None) -> None:
     """Before a MuJoCo env is made (a gymnasium id whose entry point is MuJoCo's, or any env once mujoco is
     imported): MuJoCo's warnings logged once per message (a deprecated attribute in gymnasium's model files at
-    debug level: the user can do nothing about it), instead of MuJoCo's default, which prints each one and appends it to MUJOCO_LOG.TXT in the working
+    debug level: the user can do nothing about it), instead of MuJoCo's default, which prints each one and
+    appends it to MUJOCO_LOG.TXT in the working
     directory. A handler the user set stays."""
     if "mujoco" not in sys.modules:
         if env_id is None:
@@ -182,11 +183,14 @@ def as_spec(env: EnvSpec | str | Callable[..., gym.Env], kwargs: Mapping[str, An
     raise EnvIdError(f"env must be a gymnasium id or a function returning a gymnasium.Env, got {env!r}")
 
 
+SCREEN_RENDER_MODES = ("human",)  # gymnasium's mode that opens a window; "ansi", "rgb_array" and the rest do not
+
+
 def check_render_mode(kwargs: Mapping[str, Any]) -> None:
     """UsageError for a render_mode that draws on a screen: every env copy would open a window (or crash the
     process on a machine without a display); tfrl renders rgb_array frames itself (tfrl evaluate --video)."""
     render_mode = dict(kwargs).get("render_mode")
-    if render_mode not in (None, "rgb_array"):
+    if render_mode in SCREEN_RENDER_MODES:
         raise UsageError(f"--env_kwargs: render_mode={render_mode!r} would open a window in every env (and crash "
                          "without a display); leave it out, and record a video with tfrl evaluate --video")
 

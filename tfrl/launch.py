@@ -160,7 +160,8 @@ def _record(request: TrainRequest, spec: agents.Agent, env: envs.EnvSpec, info: 
     # May list the GPUs, which imports TF: the checks come first.
     runtime, choices = runtime_defaults.resolve(request.runtime, preset_runtime, source)
     return runs.RunRecord(agent=request.agent, env_id=env.name, seed=request.seed, config=config,
-                          runtime=runtime, runtime_choices=choices, env_arg=_env_arg(request.env), env_kwargs=dict(env.kwargs),
+                          runtime=runtime, runtime_choices=choices, env_arg=_env_arg(request.env),
+                          env_kwargs=dict(env.kwargs),
                           preset=preset_name, vector_mode=request.vector_mode,
                           keep_checkpoints=request.keep_checkpoints, env_info=info.to_dict(),
                           init_from=saved.init_from if request.resume else None)

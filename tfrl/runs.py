@@ -230,7 +230,7 @@ def read_result(run_dir: pathlib.Path | None) -> dict | None:
         return None
     try:
         result = json.loads(path.read_text())
-        if isinstance(result, dict) and result.get("kind") == "final_eval":
+        if isinstance(result, dict) and result.get("kind") in ("final_eval", "best_eval"):  # the exported one's
             return result
     except (OSError, ValueError):
         pass

@@ -60,11 +60,11 @@ class RuntimeOptions:
     says (sac-pendulum: mixed_bfloat16 when it trains on a CPU with bfloat16 instructions), else float32."""
     xla: bool | None = None
     """Compile the train step with XLA (jit_compile). Unset: as the preset says (the dqn-lunarlander preset turns
-    it on), else on where the train step runs on a GPU and off on a CPU; --noxla turns it off."""
-    tf32: bool = True
+    it on), else on where the train step runs on a CUDA GPU and off on a CPU or ROCm; --noxla turns it off."""
+    tf32: bool | None = None
     """TensorFloat-32 for float32 matmuls and convolutions on NVIDIA GPUs from Ampere on (inputs rounded to 10
-    mantissa bits, float32 sums; TensorFlow's default); --notf32 computes in full
-    float32. No effect on CPUs or older GPUs."""
+    mantissa bits, float32 sums); --notf32 computes in full float32. Unset: as the process has it (TensorFlow's
+    default: on). No effect on CPUs or older GPUs."""
     intra_op_threads: int = 0
     """Threads used inside one op, e.g. a matmul; 0 = TF default (one per core)."""
     inter_op_threads: int = 0
@@ -338,7 +338,8 @@ class Runtime:
         if "mixed_precision" in choices:
             policy += f" ({choices['mixed_precision']})"
         if tf.config.list_logical_devices("GPU"):
-            policy += f"; TF32 on GPUs: {'on (--notf32 for full float32)' if self.options.tf32 else 'off'}"
+            tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+            policy += f"; TF32 on GPUs: {'on (--notf32 for full float32)' if tf32 else 'off'}"
         xla = "on" if self.options.xla else "off"
         if "xla" in choices:
             xla += f" ({choices['xla']})"
@@ -405,8 +406,8 @@ def apply(options: RuntimeOptions) -> Runtime:
     device_name = _resolve_device(options.device)
     if strategy is None:
         strategy = distribute.local_strategy(options.strategy, device_name, options.cross_device_ops)
-    # Process-wide, and may change at any time (it is read when a matmul or convolution runs).
-    tf.config.experimental.enable_tensor_float_32_execution(options.tf32)
+    if options.tf32 is not None:  # process-wide; read when a matmul or convolution runs, so settable at any time
+        tf.config.experimental.enable_tensor_float_32_execution(options.tf32)
     if options.deterministic:
         # Process-wide and irreversible; ops without a deterministic kernel then raise instead of varying.
         tf.config.experimental.enable_op_determinism()

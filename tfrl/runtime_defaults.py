@@ -20,8 +20,8 @@ def resolve(options: runtime_lib.RuntimeOptions, defaults: Mapping[str, Any],
     """(`options` with each option the user left unset (None) resolved, {option: why it has its value}).
 
     defaults: the preset's runtime (source "preset <name>") or the resumed run's options (source "the resumed
-    run"). XLA: the user's --xla/--noxla, else the defaults', else on where the train step runs on a GPU (many
-    small kernels without it: docs/benchmarks.md, the GPU section) and off on a CPU. Precision: the user's, else
+    run"). XLA: the user's --xla/--noxla, else the defaults', else on where the train step runs on a CUDA GPU (many
+    small kernels without it: docs/hardware.md) and off on a CPU. Precision: the user's, else
     the defaults'; a preset's cpu_bfloat16 means mixed_bfloat16 when the train step runs on a CPU with bfloat16
     instructions (tfrl.cpu_features), float32 elsewhere.
     """
@@ -30,11 +30,12 @@ def resolve(options: runtime_lib.RuntimeOptions, defaults: Mapping[str, Any],
         xla, choices["xla"] = options.xla, "--xla" if options.xla else "--noxla"
     elif "xla" in defaults:
         xla, choices["xla"] = bool(defaults["xla"]), source
+    elif runtime_lib.trains_on_cpu(options):
+        xla, choices["xla"] = False, "the default where the train step runs on a CPU; --xla turns it on"
+    elif not runtime_lib.build_flavour().startswith("CUDA"):  # ROCm and plugins: XLA there is not measured
+        xla, choices["xla"] = False, f"the default on a {runtime_lib.build_flavour()} GPU; --xla turns it on"
     else:
-        on_cpu = runtime_lib.trains_on_cpu(options)
-        xla = not on_cpu
-        choices["xla"] = ("the default where the train step runs on a CPU; --xla turns it on" if on_cpu
-                          else "the default where the train step runs on a GPU; --noxla turns it off")
+        xla, choices["xla"] = True, "the default where the train step runs on a CUDA GPU; --noxla turns it off"
     precision = options.mixed_precision or defaults.get("mixed_precision")
     if options.mixed_precision:
         choices["mixed_precision"] = "--mixed_precision"

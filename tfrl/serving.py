@@ -47,9 +47,12 @@ class ServedPolicy:
 
 def feed(observations: ObsSpec, obs) -> tf.Tensor | dict[str, tf.Tensor]:
     """A batch (an array; for Dict observations a structured array or {key: array}) as the signature's tensors."""
+    def tensor(value, dtype: str):
+        return tf.constant(np.asarray(value).astype(dtype, copy=False))  # numbers to bool too (masks), which TF won't
+
     if not observations.structured:
-        return tf.constant(obs, observations.fields[0].dtype)
-    return {field.key: tf.constant(obs[field.key], field.dtype) for field in observations.fields}
+        return tensor(obs, observations.fields[0].dtype)
+    return {field.key: tensor(obs[field.key], field.dtype) for field in observations.fields}
 
 
 def numpy_outputs(outputs: Callable[..., Mapping[str, tf.Tensor]], observations: ObsSpec,

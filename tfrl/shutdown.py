@@ -1,16 +1,14 @@
 """Graceful stop: SIGTERM or Ctrl-C (SIGINT) becomes a request that the training loop polls between env steps.
 
-The launcher installs the handler once (process-wide state, like tfrl.runtime);
-the loop, at its next consistent point (DQN: the next env step; A2C: the end of
-the current rollout's update), writes a checkpoint and returns a "stopped" record.
-Running the same command again resumes from that checkpoint. A signal that comes
-before the loop first polls (while the launcher checks its input, TensorFlow loads,
-or thousands of envs are built) stops the process at once (StoppedBeforeTraining):
-there is nothing to save yet. A signal during an evaluation ends it at the next vector step: a periodic one
-(the loop saves a checkpoint; it is evaluated again on resume) or the final one (training is saved already;
-the same command evaluates again); one during the export waits for it to end. A second Ctrl-C does not wait: it raises KeyboardInterrupt at once, as
-Python's default handler would (the newest checkpoint on disk stays loadable, see
-tfrl.checkpoints).
+The launcher installs the handler once (process-wide state, like tfrl.runtime); the loop, at its next consistent
+point (DQN: the next env step; A2C: the end of the current rollout's update), writes a checkpoint and returns a
+"stopped" record. Running the same command again resumes from that checkpoint. A signal that comes before the loop
+first polls (while the launcher checks its input, TensorFlow loads, or thousands of envs are built) stops the
+process at once (StoppedBeforeTraining): there is nothing to save yet. A signal during an evaluation ends it at the
+next vector step: a periodic one (the loop saves a checkpoint; it is evaluated again on resume) or the final one
+(training is saved already; the same command evaluates again); one during the export waits for it to end. A second
+Ctrl-C does not wait: it raises KeyboardInterrupt at once, as Python's default handler would (the newest checkpoint
+on disk stays loadable, see tfrl.checkpoints).
 """
 
 from __future__ import annotations

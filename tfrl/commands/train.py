@@ -167,7 +167,8 @@ def report(result: launch.RunResult, prepared: launch.Prepared, stop: shutdown.S
     """The lines a user reads at the end: how the run ended, which policy it gives, and where its results are."""
     record, run_dir = result.record, result.run_dir
     if result.already_complete:
-        print(f"the run in {run_dir} is complete (its {record.get('policy', 'last')} policy: "
+        policy = record.get("policy") or ("best" if record.get("best") else "last")  # older result.json: no key
+        print(f"the run in {run_dir} is complete (its {policy} policy: "
               f"return={record['return_mean']:.2f} +/- {record['return_std']:.2f}): nothing to do; export it again "
               f"with tfrl export --run_dir={run_dir}, or train on with --hp=total_env_steps=N", flush=True)
         return
@@ -196,7 +197,7 @@ def report(result: launch.RunResult, prepared: launch.Prepared, stop: shutdown.S
     if result.saved_model is not None:
         print(f"exported: {result.saved_model}: {which}, the one tfrl evaluate and tfrl.load_policy take from the "
               "run dir", flush=True)
-    else:
+    elif prepared.chief:
         print(f"not exported (--export_base_path=): the run's policy is {which}", flush=True)
 
 

@@ -306,7 +306,8 @@ def check_ptxas(facts: Facts) -> list[Finding]:
         "certain edge cases around clamping (TensorFlow warns of it); XLA, on by default on GPUs, compiles "
         "tfrl's train steps with it",
         "pip install 'nvidia-cuda-nvcc-cu12>=12.6.85' (TF pins 12.5.82; the newer ptxas works with it: "
-        "docs/hardware.md), or put a ptxas >= 12.6.3 first on PATH",
+        "docs/hardware.md), or point XLA_FLAGS=--xla_gpu_cuda_data_dir=DIR at a CUDA of 12.6.3 or newer (its "
+        "DIR/bin/ptxas comes first)",
     )]
 
 

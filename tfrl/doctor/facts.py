@@ -361,6 +361,6 @@ def gather_facts(logical_cpus: int = 1, matmul_size: int = MATMUL_SIZE,
     facts["tf32_enabled"] = bool(tf.config.experimental.tensor_float_32_execution_enabled())
     facts["xla_compiles"], facts["xla_error"] = _try_xla(tf, facts["logical_devices"], facts["tf32_enabled"])
     if facts["build_info"].get("is_cuda_build") == "True":
-        facts["ptxas"] = find_ptxas(os.environ)
+        facts["ptxas"] = find_ptxas(os.environ if environment is None else environment)
     facts["matmul"] = tuple(_time_matmul(tf, name, matmul_size) for name in facts["logical_devices"])
     return Facts(**facts)

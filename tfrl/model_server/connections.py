@@ -11,15 +11,15 @@ class uvicorn is given (its `http=` setting), and one ConnectionBudget per serve
     connections that send complete headers and then trickle their bodies is made room from like one that
     trickles its headers (it was counted as answering requests, never closed, and stalled the server);
   - beyond max_connections open connections, room is made rather than the new connection refused: the connection
-    waiting longest for its headers is closed (one of a client over its cap below first), else the longest idle
+    waiting longest for its request is closed (one of a client over its cap below first), else the longest idle
     keep-alive one; the new one is closed only when every other connection is answering a request. A flood of new
     connections (an attacker reopening each one as soon as it is closed) so rotates the pending ones out oldest
     first, and a well-behaved client, whose headers follow its connection at once, is busy (safe) long before
     max_connections newer ones arrive;
-  - one client IP may hold at most max_pending_per_client connections without complete request headers: when room
+  - one client IP may hold at most max_pending_per_client connections without a complete request: when room
     is needed its pending connections go first, so one attacker host cannot take the budget from the others; and
     when it opens another connection, its oldest pending ones beyond the cap are closed, those that had
-    EVICTION_GRACE_S to send their headers. The grace keeps the cap from closing a good client that shares its
+    EVICTION_GRACE_S to send their request. The grace keeps the cap from closing a good client that shares its
     IP with an attacker (NAT, or loopback in the benchmark) before its headers are read.
 
 Closings are logged (at most once every 10 s per reason, with counts) and counted in
@@ -42,8 +42,9 @@ with a flood of connections."""
 
 
 class ConnectionBudget:
-    """Which open connections wait for request headers (oldest first, overall and per client IP) and which are idle
-    between keep-alive requests (longest idle first): what to close when a limit is reached. Event loop only."""
+    """Which open connections wait for their request (headers and body; oldest first, overall and per client IP)
+    and which are idle between keep-alive requests (longest idle first): what to close when a limit is reached.
+    Event loop only."""
 
     def __init__(self, max_connections: int, max_pending_per_client: int, metrics: ServerMetrics):
         self.max_connections = max_connections
@@ -151,8 +152,16 @@ def guarded_protocol(max_connections: int, max_pending_per_client: int, header_t
 
     budget = ConnectionBudget(max_connections, max_pending_per_client, metrics)
 
+    def close_slow(connection, reason: str, note: Callable[[], str]) -> None:
+        connection._timer = None
+        if not connection.transport.is_closing():
+            _warnings[reason].note(note)
+            budget.forget(connection)
+            metrics.connection_refused(reason)
+            connection.transport.close()
+
     class GuardedProtocol(HttpToolsProtocol):
-        _header_timer = None
+        _timer = None  # the header timer, then the body's
         client_ip = ""
 
         def connection_made(self, transport) -> None:
@@ -161,23 +170,24 @@ def guarded_protocol(max_connections: int, max_pending_per_client: int, header_t
             if not budget.admit(self):
                 transport.close()
                 return
-            self._arm_header_timer()
+            self._arm(header_timeout_s, self._headers_too_slow)
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
-            if self.cycle is None or self.cycle.response_complete:  # not a request pipelined behind one in flight
+            if self._not_pipelined():
                 budget.waiting_for_headers(self)
-            self._arm_header_timer()
+            self._arm(header_timeout_s, self._headers_too_slow)
 
         def on_headers_complete(self) -> None:
-            self._cancel_header_timer()
-            budget.waiting_for_headers(self)  # and for the body: still a connection that makes room when needed
-            self._arm_body_timer()
+            self._cancel_timer()
+            if self._not_pipelined():  # a pipelined request's body waits for uvicorn to read again
+                budget.waiting_for_headers(self)  # and for the body: still a connection that makes room if needed
+                self._arm_body_timer()
             super().on_headers_complete()
 
         def on_message_complete(self) -> None:
             super().on_message_complete()
-            self._cancel_header_timer()
+            self._cancel_timer()
             if self.cycle is not None and not self.cycle.response_complete:  # (an early error answer is done)
                 budget.busy(self)
 
@@ -187,45 +197,37 @@ def guarded_protocol(max_connections: int, max_pending_per_client: int, header_t
                 budget.idle(self)
 
         def connection_lost(self, exc) -> None:
-            self._cancel_header_timer()
+            self._cancel_timer()
             budget.forget(self)
             super().connection_lost(exc)
 
-        def _arm_header_timer(self) -> None:
-            if self._header_timer is None:
-                self._header_timer = self.loop.call_later(header_timeout_s, self._headers_too_slow)
+        def _not_pipelined(self) -> bool:
+            return self.cycle is None or self.cycle.response_complete  # no request of this connection in flight
+
+        def _arm(self, seconds: float, callback, *args) -> None:
+            if self._timer is None:
+                self._timer = self.loop.call_later(seconds, callback, *args)
 
         def _arm_body_timer(self) -> None:
-            length = next((value for name, value in self.headers or () if name == b"content-length"), b"0")
-            size = int(length) if length.isdigit() else 0  # chunked bodies: the app's --body_timeout_seconds
-            self._header_timer = self.loop.call_later(header_timeout_s + size / min_body_bytes_per_s,
-                                                      self._body_too_slow, size)
+            length = next((value for name, value in self.headers or () if name == b"content-length"), None)
+            if length is not None and length.isdigit():  # chunked bodies: the app's --body_timeout_seconds alone
+                self._arm(header_timeout_s + int(length) / min_body_bytes_per_s, self._body_too_slow, int(length))
 
-        def _body_too_slow(self, size: int) -> None:
-            self._header_timer = None
-            if not self.transport.is_closing():
-                _warnings["body_timeout"].note(lambda: (
-                    f"a client sent no complete request body of {size} bytes within {header_timeout_s:g} s plus "
-                    f"{min_body_bytes_per_s:g} bytes/s (--header_timeout_seconds, --min_body_bytes_per_second): "
-                    "closing its connection"))
-                budget.forget(self)
-                metrics.connection_refused("body_timeout")
-                self.transport.close()
-
-        def _cancel_header_timer(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
+        def _cancel_timer(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
 
         def _headers_too_slow(self) -> None:
-            self._header_timer = None
-            if not self.transport.is_closing():
-                _warnings["header_timeout"].note(lambda: (
-                    f"a client sent no complete request headers within {header_timeout_s:g} s "
-                    "(--header_timeout_seconds): closing its connection"))
-                budget.forget(self)
-                metrics.connection_refused("header_timeout")
-                self.transport.close()
+            close_slow(self, "header_timeout", lambda: (
+                f"a client sent no complete request headers within {header_timeout_s:g} s "
+                "(--header_timeout_seconds): closing its connection"))
+
+        def _body_too_slow(self, size: int) -> None:
+            close_slow(self, "body_timeout", lambda: (
+                f"a client sent no complete request body of {size} bytes within {header_timeout_s:g} s plus "
+                f"{min_body_bytes_per_s:g} bytes/s (--header_timeout_seconds, --min_body_bytes_per_second): "
+                "closing its connection"))
 
     return GuardedProtocol
 

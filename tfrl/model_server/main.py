@@ -48,8 +48,9 @@ flags.DEFINE_integer("max_rows_per_request", 10_000, "Rows one request may carry
 flags.DEFINE_integer("max_connections", 512, "Open client connections at most, so slow clients cannot use up the "
                      "file descriptors; beyond it the connection waiting longest for its request (else the longest "
                      "idle) is closed to make room (logged).")
-flags.DEFINE_integer("max_pending_connections_per_client", 64, "Connections from one client IP without a complete "
-                     "request (headers and body), at most; beyond it that client's oldest such connection is closed (logged).")
+flags.DEFINE_integer("max_pending_connections_per_client", 64, "Connections from one client IP without a "
+                     "complete request (headers and body), at most; beyond it that client's oldest such connection "
+                     "is closed (logged).")
 flags.DEFINE_float("header_timeout_seconds", 2.0, "Time a client has to send a request's headers, from the "
                    "connection or the request's first byte.")
 flags.DEFINE_float("min_body_bytes_per_second", 16384.0, "The slowest request body accepted: it must be in within "

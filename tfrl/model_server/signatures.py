@@ -174,7 +174,7 @@ class Signature:
             _check_shape(array, self.inputs[name])
         sizes = {array.shape[0] for array in arrays.values() if array.ndim}
         if self.batchable and len(sizes) > 1:  # the model would fail with a graph dump
-            counts = ", ".join(f"'{name}': {array.shape[0]}" for name, array in arrays.items() if array.ndim)
+            counts = ", ".join(f"'{name}': {array.shape[0]}" for name, array in sorted(arrays.items()) if array.ndim)
             raise invalid_argument(f"'inputs': the inputs have different numbers of rows ({counts}); every input "
                                    "of a request has one row per observation")
         rows = sizes.pop() if self.batchable and len(sizes) == 1 else None

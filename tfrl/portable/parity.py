@@ -76,6 +76,10 @@ def compare(reference: serving.ServedPolicy, converted, batch: np.ndarray, fmt: 
     for name, expected in want.items():
         expected = np.asarray(expected)
         actual = np.asarray(got[name]).reshape(np.shape(expected))
+        if expected.dtype == np.bool_:  # a flag (no_legal_action): equal, row for row
+            if not np.array_equal(actual.astype(bool), expected):
+                problems.append(f"{name} differs on {int(np.sum(actual.astype(bool) != expected))} rows")
+            continue
         if np.issubdtype(expected.dtype, np.integer):
             agrees = np.all((actual == expected).reshape(len(batch), -1), axis=1)
             report[f"{name}_agreement"] = float(np.mean(agrees))  # what a user of the file sees

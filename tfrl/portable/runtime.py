@@ -27,8 +27,10 @@ FORMATS = {".tflite": "litert", ".onnx": "onnx"}
 EXTRAS = {"litert": ("ai_edge_litert", "tfrl[litert]"), "onnx": ("onnxruntime", "tfrl[onnx]")}
 SIGNATURE = "serving_default"  # tfrl.export.SIGNATURE, without importing TensorFlow
 FLAT_INPUT = policy_inputs.FLAT_KEY  # tfrl.export.INPUT_NAME
-_ONNX_TYPES = {"tensor(float)": "float32", "tensor(uint8)": "uint8", "tensor(int64)": "int64",
-               "tensor(int32)": "int32", "tensor(double)": "float64"}
+_ONNX_TYPES = {f"tensor({onnx})": numpy for onnx, numpy in (
+    ("float", "float32"), ("double", "float64"), ("float16", "float16"), ("bool", "bool"), ("uint8", "uint8"),
+    ("uint16", "uint16"), ("uint32", "uint32"), ("uint64", "uint64"), ("int8", "int8"), ("int16", "int16"),
+    ("int32", "int32"), ("int64", "int64"))}
 
 
 def is_portable(path: str | pathlib.Path) -> bool:
@@ -130,7 +132,10 @@ def _open_onnx(module, path: pathlib.Path, threads: int):
     options.log_severity_level = 3  # errors only: its warnings go to stderr, not to the caller
     session = module.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     names = [output.name for output in session.get_outputs()]
-    specs = {item.name: (tuple(int(d) for d in item.shape[1:]), _ONNX_TYPES.get(item.type, "float32"))
+    unknown = [f"{item.name} ({item.type})" for item in session.get_inputs() if item.type not in _ONNX_TYPES]
+    if unknown:
+        raise ValueError(f"inputs of types tfrl does not feed: {', '.join(unknown)}")
+    specs = {item.name: (tuple(int(d) for d in item.shape[1:]), _ONNX_TYPES[item.type])
              for item in session.get_inputs()}
     return (lambda feed: dict(zip(names, session.run(names, feed)))), specs
 
