@@ -35,7 +35,7 @@ def tensors(run_dir):
                   for n in r.get_variable_to_shape_map() if not n.startswith("_CHECKPOINTABLE") and "save_counter" not in n)
 
 def records(run_dir):
-    from tfrl.metrics import TIMING_FIELDS
+    from tfrl.run.metrics import TIMING_FIELDS
     return [{k: v for k, v in json.loads(l).items() if k not in TIMING_FIELDS} for l in open(f"{run_dir}/metrics.jsonl")]
 
 old, new = sys.argv[1], str(REPO)

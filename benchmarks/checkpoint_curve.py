@@ -5,7 +5,7 @@
     python benchmarks/checkpoint_curve.py --run_dir=runs/a2c-ll-s1 --episodes=100
 
 Per checkpoint, `--episodes` greedy episodes twice: on the env seeds of the run's periodic evaluations (run seed
-+ tfrl.evaluation.PERIODIC_SEED_OFFSET, what keep_best_policy selects on) and on those of its final evaluation
++ tfrl.run.evaluation.PERIODIC_SEED_OFFSET, what keep_best_policy selects on) and on those of its final evaluation
 (+ FINAL_SEED_OFFSET, which the selection never sees). How far the two disagree is how much a selection on the
 first is worth; the best of the second is the best any selection among the checkpoints could export
 (docs/notes/2026-12-03-a2c-keep-best-policy.md). Keep every checkpoint while training
@@ -32,7 +32,8 @@ FLAGS = flags.FLAGS
 
 def checkpoint_curve(run_dir: pathlib.Path, episodes: int) -> list[dict]:
     """One row per listed checkpoint, oldest first: env step, periodic-seed and final-seed mean and std."""
-    from tfrl import checkpoints, evaluation, runs, serving  # TensorFlow: after the flags are parsed
+    from tfrl.models import serving  # TensorFlow: after the flags are parsed
+    from tfrl.run import checkpoints, evaluation, runs
 
     run_config = runs.read_config(run_dir)
     numbers = sorted(checkpoints.Checkpointer(run_dir, {}).numbers())

@@ -231,7 +231,7 @@ def run_order(specs: Sequence[RunSpec], pair: Sequence[Runner]) -> list[tuple[Ru
 def read_records(path: pathlib.Path) -> list[dict]:
     """The records of a fresh run's metrics.jsonl.
 
-    Not tfrl.metrics.read_metrics: that module imports TensorFlow, and this process must stay small
+    Not tfrl.run.metrics.read_metrics: that module imports TensorFlow, and this process must stay small
     (see `harness_rss_mb`). A fresh run dir has no resume records, whose orphans read_metrics drops.
     """
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -352,9 +352,9 @@ def measure_floor(spec: RunSpec, calls: int, repeats: int) -> dict:
 
     sys.path.insert(0, str(BENCHMARKS_DIR))
     import dqn_train_step  # noqa: E402
-    from tfrl import runtime as runtime_lib
+    from tfrl.hardware import runtime as runtime_lib
 
-    from tfrl import runtime_defaults
+    from tfrl.hardware import runtime_defaults
 
     preset = presets.find(spec.agent, spec.env_id, spec.preset, dirs=[CONFIG_DIR])
     runtime = runtime_lib.apply(runtime_defaults.resolved(  # XLA and precision as the run's train.py resolves them
@@ -557,7 +557,7 @@ def markdown_section(suite_name: str, specs: Sequence[RunSpec], records: Sequenc
         f"Settings: `tfrl/presets/{spec.preset}.json` (overrides: "
         f"{', '.join(f'{k}={v}' for k, v in spec.overrides.items())}), {spec.env_id}, "
         f"{hp['total_env_steps']} env steps, seeds {', '.join(str(s.seed) for s in specs)}; greedy return over "
-        f"{hp['final_eval_episodes']} episodes with `tfrl.evaluation` on the same env seeds for each.", "",
+        f"{hp['final_eval_episodes']} episodes with `tfrl.run.evaluation` on the same env seeds for each.", "",
         summary_table(records, names), "",
         *([f"Each run (library, seed, the columns above): `{results_name}`.", ""] if results_name else []),
     ]

@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 from absl import app, flags
 
-from tfrl import runtime as runtime_lib
+from tfrl.hardware import runtime as runtime_lib
 from tfrl.commands import runtime_flags
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch

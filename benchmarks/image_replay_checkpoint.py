@@ -3,8 +3,8 @@
     python benchmarks/image_replay_checkpoint.py                       # 100k transitions of Pong (the presets')
     python benchmarks/image_replay_checkpoint.py --transitions=20000 --env=ALE/Breakout-v5
 
-Fills a DQN's replay (tfrl.frame_replay over uniform replay, n-step 1) with --transitions transitions of random
-play on 8 training envs, then saves it in a checkpoint as a run does (tfrl.checkpoints: np.savez_compressed, beside
+Fills a DQN's replay (tfrl.replay.frames over uniform replay, n-step 1) with --transitions transitions of random
+play on 8 training envs, then saves it in a checkpoint as a run does (tfrl.run.checkpoints: np.savez_compressed, beside
 a TF checkpoint of one variable) and restores it into a fresh replay. Prints the replay's bytes in memory, the
 .npz size on disk, the save and restore wall times, and checks that the restored replay samples the same batch.
 """
@@ -20,7 +20,8 @@ import numpy as np
 import tensorflow as tf
 from absl import app, flags
 
-from tfrl import checkpoints, envs
+from tfrl import envs
+from tfrl.run import checkpoints
 from tfrl.agents.dqn.agent import _make_replay
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.replay import NStepBuilder

@@ -57,8 +57,8 @@ def train(task: str, runs_dir: pathlib.Path) -> pathlib.Path:
 
 def export_variants(run_dir: pathlib.Path, out: pathlib.Path) -> dict[str, pathlib.Path]:
     """{variant: its file}, and "saved_model": the first export's version directory."""
-    from tfrl import runs
-    from tfrl.portable import convert
+    from tfrl.run import runs
+    from tfrl.models.portable import convert
 
     files, versions = {}, {}
     for formats, quantize in ((("litert", "onnx"), "none"), (("litert",), "float16"), (("litert",), "int8")):
@@ -91,8 +91,10 @@ def start_up_s(path: pathlib.Path, batch_file: pathlib.Path) -> float:
 
 def measure(task: str, run_dir: pathlib.Path, out: pathlib.Path) -> dict:
     import tfrl
-    from tfrl import envs, evaluation, export, networks, runs, serving
-    from tfrl.portable import parity
+    from tfrl import envs
+    from tfrl.models import export, networks, serving
+    from tfrl.run import evaluation, runs
+    from tfrl.models.portable import parity
 
     files = export_variants(run_dir, out / task)
     reference = serving.load(files["saved_model"])

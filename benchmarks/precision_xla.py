@@ -39,7 +39,8 @@ import numpy as np
 from absl import app, flags
 
 import dqn_train_step  # benchmarks/, the script's directory
-from tfrl import config as config_lib, presets, runtime as runtime_lib
+from tfrl import config as config_lib, presets
+from tfrl.hardware import runtime as runtime_lib
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner
 from tfrl.agents.dqn.config import DQNConfig
@@ -160,7 +161,7 @@ def cartpole_outcomes(combos: list[tuple[str, bool]], seed: int) -> None:
     import pathlib
     import tempfile
 
-    from tfrl import training_loop
+    from tfrl.run import training_loop
 
     # The same config as tests/test_precision_xla.py.
     config = A2CConfig(total_env_steps=30_000, num_envs=8, rollout_length=8, gamma=0.98, gae_lambda=0.8,

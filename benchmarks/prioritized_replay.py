@@ -15,7 +15,7 @@ import time
 import numpy as np
 from absl import app, flags
 
-from tfrl.prioritized_replay import PrioritizedReplay
+from tfrl.replay.prioritized import PrioritizedReplay
 from tfrl.replay import UniformReplay
 
 flags.DEFINE_integer("capacity", 100_000, "Transitions in the buffer (it is filled).")

@@ -72,8 +72,9 @@ def newest_complete_run(records: Sequence[dict], libs: Sequence[str], min_seeds:
 
 
 def random_return(env_id: str, episodes: int = 100) -> float:
-    """Mean return of uniformly random actions over the evaluation's episodes (tfrl.evaluation, env seed 20000)."""
-    from tfrl import envs, evaluation
+    """Mean return of uniformly random actions over the evaluation's episodes (tfrl.run.evaluation, env seed 20000)."""
+    from tfrl import envs
+    from tfrl.run import evaluation
 
     probe = envs.make_vector_env(env_id, 1, seed=EVAL_SEED)
     space = probe.single_action_space  # as tfrl's adapters present it

@@ -5,10 +5,10 @@
 Each seed is a separate `scripts/train.py` process (never two at once: they would share the CPU).
 Per seed: the final greedy evaluation (mean return over the preset's final_eval_episodes), the
 process wall time, and env steps/s over the training part (from metrics.jsonl, evaluations excluded).
-With keep_best_policy (tfrl.best_policy) also the best policy's final evaluation, on the same episodes,
+With keep_best_policy (tfrl.run.best_policy) also the best policy's final evaluation, on the same episodes,
 and the env step it comes from: that is the policy train.py exports. Each evaluation as
 [env step, seconds of the run loop, mean return], for time-to-return curves.
-For envs that put their episode's optimal return in reset's info (tfrl's example envs: tfrl/example_envs.py),
+For envs that put their episode's optimal return in reset's info (tfrl's example envs: tfrl/envs/example_envs.py),
 also --optimal_episodes greedy episodes of the exported policy, played here one env at a time on seeds 30000,
 30001, ..., beside the optimal return of those same episodes.
 --export_episodes=N also plays N episodes with the exported SavedModel (tfrl.load_policy, which carries a recurrent
@@ -104,7 +104,8 @@ def export_return(saved_model: str, env_id: str, env_kwargs: dict, seed: int, ep
     if not episodes:
         return {}
     import tfrl
-    from tfrl import envs, evaluation
+    from tfrl import envs
+    from tfrl.run import evaluation
 
     returns = evaluation.evaluate(tfrl.load_policy(saved_model), envs.as_spec(env_id, env_kwargs), episodes,
                                   seed=seed + evaluation.FINAL_SEED_OFFSET)

@@ -4,7 +4,7 @@
 
 compare.py writes the spec (agent, env id, seed, threads, and the resolved tfrl hyperparameters of the
 suite's preset); this script translates the hyperparameters to SB3's arguments, trains, evaluates the
-greedy policy with tfrl.evaluation (the same episodes and env seeds as tfrl's final evaluation), and
+greedy policy with tfrl.run.evaluation (the same episodes and env seeds as tfrl's final evaluation), and
 writes run_dir/metrics.jsonl in tfrl's shape: a "train" record every log_interval env steps (mean
 return of the training episodes that ended since the last one) and one "final_eval" record.
 
@@ -12,7 +12,7 @@ An env with an action_masks() method (tfrl/MaskedPick-v0) trains sb3-contrib's M
 observation without its action_mask entry (tfrl's networks never read the mask either), and its greedy
 evaluation passes each state's mask. PPO with lstm_units trains sb3-contrib's RecurrentPPO (its LSTM of lstm_units
 reads the observation and hidden_sizes' layers follow it, where tfrl's follows a torso of hidden_sizes); its
-greedy evaluation carries each episode's LSTM state and starts it afresh where tfrl.evaluation resets it. A2C's and
+greedy evaluation carries each episode's LSTM state and starts it afresh where tfrl.run.evaluation resets it. A2C's and
 PPO's normalize_observations and normalize_rewards are SB3's VecNormalize (frozen statistics at evaluation).
 
 A hyperparameter SB3 cannot express (double DQN, n-step returns, ...) is an error, not a silent
@@ -32,7 +32,8 @@ import time
 
 from absl import flags
 
-from tfrl import cli, evaluation
+from tfrl import cli
+from tfrl.run import evaluation
 from tfrl.errors import UsageError
 
 FLAGS = flags.FLAGS
@@ -152,7 +153,7 @@ def recurrent_ppo_kwargs(hp: dict) -> dict:
 
 
 class RecurrentGreedy:
-    """RecurrentPPO's greedy policy as tfrl.evaluation runs one: obs -> actions, the LSTM states carried, and
+    """RecurrentPPO's greedy policy as tfrl.run.evaluation runs one: obs -> actions, the LSTM states carried, and
     reset(done) starting the rows whose episodes ended afresh (SB3's episode_start)."""
 
     def __init__(self, model, normalize):

@@ -41,10 +41,10 @@ OBS_SIZE = 8  # LunarLander's observation
 
 
 def export_model(base_path: pathlib.Path) -> pathlib.Path:
-    """A LunarLander-sized DQN policy (8 -> 64 -> 64 -> 4, action + q_values) through tfrl.export."""
+    """A LunarLander-sized DQN policy (8 -> 64 -> 64 -> 4, action + q_values) through tfrl.models.export."""
     code = f"""
 import pathlib, keras, tensorflow as tf
-from tfrl import export
+from tfrl.models import export
 keras.utils.set_random_seed(0)
 model = keras.Sequential([keras.Input(({OBS_SIZE},)), keras.layers.Dense(64, activation="relu"),
                           keras.layers.Dense(64, activation="relu"), keras.layers.Dense(4)])

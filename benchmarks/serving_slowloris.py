@@ -47,7 +47,7 @@ FLAGS = flags.FLAGS
 
 
 def _export(base: pathlib.Path) -> pathlib.Path:
-    from tfrl import export
+    from tfrl.models import export
     from tfrl.agents.dqn import policy as dqn_policy
     from tfrl.agents.dqn.config import DQNConfig
     from tfrl.envs import EnvInfo

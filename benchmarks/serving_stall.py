@@ -49,7 +49,7 @@ def _percentile(values, q):
 def main(argv):
     del argv
     from serving_helpers import Client, running_server  # noqa: E402
-    from tfrl import export
+    from tfrl.models import export
     from tfrl.agents.dqn import policy as dqn_policy
     from tfrl.agents.dqn.config import DQNConfig
     from tfrl.envs import EnvInfo

@@ -6,7 +6,7 @@ compares). tests/data/behaviour_digests.json holds, per run (RUNS):
 
   - per machine ("<CPU model> | <numerics fingerprint>", machine_key()): the digest, sha256 of every tensor of
     the newest committed checkpoint (the highest checkpoints/ckpt-N.json, not TF's `checkpoint` index) and of
-    metrics.jsonl without the fields that read the clock (tfrl.metrics.TIMING_FIELDS). Checked exactly.
+    metrics.jsonl without the fields that read the clock (tfrl.run.metrics.TIMING_FIELDS). Checked exactly.
   - once, from the last recording: the trajectory, i.e. those metrics records and the L2 norm of every checkpoint
     tensor, floats rounded to 7 significant digits. A machine with no digests of its own is checked against it:
     strings and integers (kinds, env steps, counters, integer tensors) exactly, floats within RTOL (see there).
@@ -155,7 +155,7 @@ def checkpoint_tensors(run_dir: pathlib.Path) -> dict:
 
 def metrics_records(run_dir: pathlib.Path) -> list[dict]:
     """metrics.jsonl's records without the fields that read the clock."""
-    from tfrl.metrics import TIMING_FIELDS
+    from tfrl.run.metrics import TIMING_FIELDS
 
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return [{k: v for k, v in r.items() if k not in TIMING_FIELDS} for r in records]

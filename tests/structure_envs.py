@@ -6,7 +6,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from tfrl import image_envs
+from tfrl.envs import image_envs
 
 
 class Everything(gym.Env):

@@ -1,7 +1,7 @@
 """Tests for the A2C learner math, the train step, the policy head and the NumPy mirror.
 
 Expected numbers are worked out by hand in the comments. The train-step tests
-build learners on CPU:0 without tfrl.runtime.apply(), so they leave the
+build learners on CPU:0 without tfrl.hardware.runtime.apply(), so they leave the
 process's TF configuration alone (the mixed precision test restores the Keras policy).
 """
 
@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import config as config_lib, presets, networks, numerics
+from tfrl import config as config_lib, presets
+from tfrl.models import networks, numerics
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner, a2c_loss
 from tfrl.agents.actor_critic.advantages import bootstrap_truncated, explained_variance, n_step_advantages
@@ -22,7 +23,7 @@ from tfrl.agents.actor_critic.learning import learning_rate_at, normalized
 from tfrl.agents.actor_critic.networks import CategoricalHead
 from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.envs import EnvInfo
-from tfrl.runtime import Runtime, RuntimeOptions
+from tfrl.hardware.runtime import Runtime, RuntimeOptions
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 LN3 = math.log(3.0)
@@ -335,7 +336,7 @@ def test_presets_load_and_auto_pick_the_tuned_one(env_id, expected):
     config_lib.apply_overrides(A2CConfig(), preset.hparams, preset.name)  # raises on a bad key or value
 
 
-# --- numeric guard (tfrl.numerics) -----------------------------------------------------------
+# --- numeric guard (tfrl.models.numerics) -----------------------------------------------------------
 
 def test_a_nan_advantage_stops_the_update_naming_the_loss_and_gradients():
     learner = _tiny_learner()
@@ -364,7 +365,7 @@ def test_the_learner_rewards_are_scaled_in_time_order_then_bootstrapped_where_tr
     from tfrl.agents.actor_critic.networks import make_head
     from tfrl.agents.actor_critic.rollout import RolloutStorage
     from tfrl.envs import EnvInfo
-    from tfrl.normalization import RewardScaler
+    from tfrl.models.normalization import RewardScaler
 
     head = make_head(EnvInfo("Two-v0", (1,), 2))
     storage = RolloutStorage(2, 2, (1,), head)

@@ -13,7 +13,7 @@ import pytest
 
 from tfrl import agents, envs, rollout_actors
 from tfrl.rollout_actors import pool
-from tfrl.runtime import Runtime, RuntimeOptions
+from tfrl.hardware.runtime import Runtime, RuntimeOptions
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 

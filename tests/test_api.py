@@ -1,7 +1,7 @@
 """The Python API (tfrl.train, tfrl.load_policy, callbacks), in-process: the README's example as written, a
 factory env, an early stop, and the policies it loads.
 
-These tests apply the default runtime options (tfrl.runtime.apply): CPU, float32, as the rest of the suite.
+These tests apply the default runtime options (tfrl.hardware.runtime.apply): CPU, float32, as the rest of the suite.
 """
 
 import json

@@ -13,7 +13,8 @@ import numpy as np
 
 import tfrl
 from serving_helpers import Client, running_server
-from tfrl import checkpoints, envs
+from tfrl import envs
+from tfrl.run import checkpoints
 from tfrl.model_server.options import ServerOptions
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""tfrl.best_policy: which evaluations save the policy, what a resumed run keeps, and the A2C loop with it on.
+"""tfrl.run.best_policy: which evaluations save the policy, what a resumed run keeps, and the A2C loop with it on.
 
 The DQN side runs end to end through scripts/train.py (test_train_script.py), with the export checked there.
 """
@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import best_policy, checkpoints, distribute, evaluation, runs, runtime as runtime_lib, serving
+from tfrl.hardware import distribute, runtime as runtime_lib
+from tfrl.models import serving
+from tfrl.run import best_policy, checkpoints, evaluation, runs
 
 
 def _weights(value):
@@ -80,7 +82,7 @@ SCRIPTED_RETURNS = [10.0, 40.0, 20.0, 40.0, 30.0, 35.0]
 
 
 def test_a2c_loop_keeps_evaluates_and_loads_the_best_policy(tmp_path, monkeypatch):
-    from tfrl import training_loop
+    from tfrl.run import training_loop
     from tfrl.agents.a2c.config import A2CConfig
 
     real_evaluate = evaluation.evaluate

@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from tfrl import runs, runtime as runtime_lib
+from tfrl.hardware import runtime as runtime_lib
+from tfrl.run import runs
 from tfrl.errors import UsageError
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -23,7 +24,7 @@ SEED = 5
 
 
 def test_the_curve_of_a_run_that_kept_every_checkpoint_matches_its_own_evaluations(tmp_path):
-    from tfrl import training_loop
+    from tfrl.run import training_loop
     from tfrl.agents.a2c.config import A2CConfig
 
     config = A2CConfig(total_env_steps=4000, num_envs=4, rollout_length=5, hidden_sizes=(16,), learning_rate=3e-3,

@@ -1,5 +1,5 @@
 """Checkpoints against a lost or garbled TF state file, hand-edited JSON and arrays, states that do not fit the
-run, and a full disk outside a checkpoint (tfrl.checkpoints, tfrl.metrics, tfrl.training_loop)."""
+run, and a full disk outside a checkpoint (tfrl.run.checkpoints, tfrl.run.metrics, tfrl.run.training_loop)."""
 
 import json
 import logging
@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import checkpoints, training_loop
+from tfrl.run import checkpoints, training_loop
 from tfrl.agents.dqn.config import DQNConfig
-from tfrl.checkpoints import Checkpointer
-from tfrl.metrics import MetricsWriteError, read_metrics
-from tfrl.runtime import Runtime, RuntimeOptions
+from tfrl.run.checkpoints import Checkpointer
+from tfrl.run.metrics import MetricsWriteError, read_metrics
+from tfrl.hardware.runtime import Runtime, RuntimeOptions
 
 
 def _four_checkpoints(tmp_path, keep=3):

@@ -1,4 +1,4 @@
-"""Tests for tfrl.checkpoints: bitwise round trip, crash consistency, and SIGKILL + resume of scripts/train.py.
+"""Tests for tfrl.run.checkpoints: bitwise round trip, crash consistency, and SIGKILL + resume of scripts/train.py.
 
 The in-process tests build a DQNLearner with a LossScaleOptimizer (a Runtime whose
 options say mixed_float16, never applied: the networks stay float32, but the
@@ -25,14 +25,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import checkpoints, numerics as numerics_lib, runs, shutdown, training_loop
+from tfrl.models import numerics as numerics_lib
+from tfrl.run import checkpoints, runs, shutdown, training_loop
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
-from tfrl.checkpoints import Checkpointer, CheckpointError
+from tfrl.run.checkpoints import Checkpointer, CheckpointError
 from tfrl.envs import EnvInfo
-from tfrl.metrics import read_metrics
+from tfrl.run.metrics import read_metrics
 from tfrl.replay import UniformReplay
-from tfrl.runtime import Runtime, RuntimeOptions
+from tfrl.hardware.runtime import Runtime, RuntimeOptions
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 TRAIN = str(REPO_ROOT / "scripts" / "train.py")

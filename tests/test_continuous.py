@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import evaluation, export, networks, runs, serving, training_loop
+from tfrl.models import export, networks, serving
+from tfrl.run import evaluation, runs, training_loop
 from tfrl.agents.actor_critic.networks import GaussianHead, make_head, make_network
 from tfrl.agents.actor_critic.policy import serving_policy
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.envs import EnvInfo
-from tfrl.runtime import Runtime, RuntimeOptions
+from tfrl.hardware.runtime import Runtime, RuntimeOptions
 
 PENDULUM = EnvInfo("Pendulum-v1", (3,), 0, action_shape=(1,), action_low=(-2.0,), action_high=(2.0,))
 LN2PI = math.log(2 * math.pi)

@@ -1,4 +1,4 @@
-"""Tests for tfrl.distribute and the --strategy flags.
+"""Tests for tfrl.hardware.distribute and the --strategy flags.
 
 Every subprocess of this file (two worker pairs, the equivalence script, a mirrored run and the bad-input
 launches; TF's import alone costs ~5 s of CPU each) starts at once, in the module fixture `launches`; each
@@ -26,12 +26,12 @@ import numpy as np
 import pytest
 from absl import flags
 
-from tfrl import distribute
-from tfrl import training_loop
+from tfrl.hardware import distribute
+from tfrl.run import training_loop
 from tfrl.agents.dqn.config import DQNConfig
-from tfrl.distribute import ClusterTask, DistributeConfigError
+from tfrl.hardware.distribute import ClusterTask, DistributeConfigError
 from tfrl.commands.runtime_flags import define_flags, options_from_flags
-from tfrl.runtime import Runtime, RuntimeOptions, validate_options
+from tfrl.hardware.runtime import Runtime, RuntimeOptions, validate_options
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 TRAIN = str(REPO_ROOT / "scripts" / "train.py")
@@ -136,8 +136,8 @@ _EQUIVALENCE_SCRIPT = """
 import dataclasses, json
 import numpy as np
 import tensorflow as tf
-from tfrl import runtime as runtime_lib
-from tfrl.runtime import Runtime, RuntimeOptions
+from tfrl.hardware import runtime as runtime_lib
+from tfrl.hardware.runtime import Runtime, RuntimeOptions
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.agents.a2c.config import A2CConfig
@@ -231,7 +231,7 @@ except Exception as e:
 # What one replica alone would have done: the first half of each batch.
 results["single_half_batch"] = train(single, reference, rows=slice(0, b // 2))[1]
 
-from tfrl import numerics
+from tfrl.models import numerics
 
 # PPO's NaN advantage goes into a row of the 2nd minibatch step: the flagged step, counted from 1, is 2.
 ppo_nan_row = int(minibatch_indices(0, 0, 2, 16, 8)[1][0])

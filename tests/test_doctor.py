@@ -1,4 +1,4 @@
-"""Tests for tfrl.doctor and scripts/doctor.py.
+"""Tests for tfrl.hardware.doctor and scripts/doctor.py.
 
 Every check is a pure function of Facts, so each is driven with fabricated facts:
 a healthy CPU install, then one thing broken at a time (ROCm wheel without a GPU,
@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from tfrl import doctor
-from tfrl.doctor import Facts, MatmulTiming, Ptxas, UnmetRequirement, ZentfFacts
+from tfrl.hardware import doctor
+from tfrl.hardware.doctor import Facts, MatmulTiming, Ptxas, UnmetRequirement, ZentfFacts
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCTOR = str(REPO_ROOT / "scripts" / "doctor.py")

@@ -11,11 +11,12 @@ import pytest
 import tensorflow as tf
 from fresh_process import run_json_script
 
-from tfrl import numerics, runtime as runtime_lib
+from tfrl.hardware import runtime as runtime_lib
+from tfrl.models import numerics
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch, huber, q_learning_loss, td_targets
 from tfrl.envs import EnvInfo
-from tfrl.runtime import RuntimeOptions
+from tfrl.hardware.runtime import RuntimeOptions
 
 # --- td_targets, huber, q_learning_loss -------------------------------------------------
 
@@ -345,7 +346,7 @@ _LEARNER_PRELUDE = """
     import numpy as np
     import keras
     import tensorflow as tf
-    from tfrl import runtime as runtime_lib
+    from tfrl.hardware import runtime as runtime_lib
     from tfrl.agents.dqn.config import DQNConfig
     from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
     from tfrl.envs import EnvInfo
@@ -478,7 +479,7 @@ def test_learner_variables_and_step_on_second_logical_cpu():
     assert result["gradient_steps"] == 2
 
 
-# --- numeric guard (tfrl.numerics) -----------------------------------------------------------
+# --- numeric guard (tfrl.models.numerics) -----------------------------------------------------------
 
 def test_a_nan_reward_stops_the_train_call_naming_the_loss_and_gradients_and_the_first_bad_step(runtime):
     learner = _hand_learner(runtime)

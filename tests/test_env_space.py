@@ -1,4 +1,4 @@
-"""A policy object takes the env's own observations (tfrl.env_space): Discrete and MultiDiscrete integers, Tuples
+"""A policy object takes the env's own observations (tfrl.envs.env_space): Discrete and MultiDiscrete integers, Tuples
 and nested Dicts, converted exactly as the env wrapper converts them for the networks; bad values are one line."""
 
 import json
@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 
 import tfrl
-from tfrl import env_space, envs, observations, runs
+from tfrl import envs
+from tfrl.envs import env_space, observations
+from tfrl.run import runs
 from tfrl.errors import UsageError
-from tfrl.portable.runtime import PortablePolicy
-from tfrl.policy_inputs import Field
+from tfrl.models.portable.runtime import PortablePolicy
+from tfrl.models.policy_inputs import Field
 
 NESTED = gym.spaces.Dict({
     "arm": gym.spaces.Dict({"joints": gym.spaces.Box(-1, 1, (3,), np.float32), "grip": gym.spaces.Discrete(3, start=-1)}),

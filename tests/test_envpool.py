@@ -62,7 +62,7 @@ def test_seeding_env_i_gets_seed_plus_i_and_reset_with_a_seed_rebuilds_the_pool(
 
 
 def test_the_pool_runs_one_thread_per_core_at_most(monkeypatch):
-    from tfrl.envpool_vector import EnvPoolVectorEnv
+    from tfrl.envs.envpool_vector import EnvPoolVectorEnv
 
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
     for num_envs, threads in ((8, 2), (1, 1)):

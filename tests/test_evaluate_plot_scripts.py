@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from tfrl import export, networks
+from tfrl.models import export, networks
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
@@ -116,7 +116,7 @@ def test_plot_writes_a_png_of_two_seeds_and_rejects_bad_input(tmp_path):
 def test_frames_are_drawn_with_sdl_off_screen(monkeypatch):
     """On a headless machine SDL otherwise probes for a display and prints "XDG_RUNTIME_DIR is invalid or not
     set"; a driver chosen by the user stays."""
-    from tfrl import evaluation
+    from tfrl.run import evaluation
 
     monkeypatch.delenv("SDL_VIDEODRIVER", raising=False)
     monkeypatch.setenv("SDL_AUDIODRIVER", "alsa")

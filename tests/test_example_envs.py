@@ -1,4 +1,4 @@
-"""The example envs with structure (tfrl.example_envs): spaces, seeding, the stated optimal returns reached by
+"""The example envs with structure (tfrl.envs.example_envs): spaces, seeding, the stated optimal returns reached by
 scripted optimal policies and missed by random ones, the action mask, and the registered ids."""
 
 import itertools
@@ -11,8 +11,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import tfrl.envs  # noqa: F401 - registers the ids
-from tfrl import env_info, envs, example_envs
-from tfrl.example_envs import GoalGrid, GoalPoint, MaskedPick, MultiKnob, Switches
+from tfrl import envs
+from tfrl.envs import env_info, example_envs
+from tfrl.envs.example_envs import GoalGrid, GoalPoint, MaskedPick, MultiKnob, Switches
 
 IDS = ["tfrl/GoalGrid-v0", "tfrl/GoalPoint-v0", "tfrl/MaskedPick-v0", "tfrl/MultiKnob-v0", "tfrl/Switches-v0"]
 

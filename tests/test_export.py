@@ -1,4 +1,4 @@
-"""Tests for tfrl.export, tfrl.runs.export_run and scripts/export.py.
+"""Tests for tfrl.models.export, tfrl.run.runs.export_run and scripts/export.py.
 
 The exported signature must give the live online network's greedy actions, load
 in a process where tfrl cannot be imported, and show up in saved_model_cli.
@@ -18,13 +18,15 @@ import pytest
 import tensorflow as tf
 
 import tfrl
-from tfrl import checkpoints, config as config_lib, export, networks
+from tfrl import config as config_lib
+from tfrl.models import export, networks
+from tfrl.run import checkpoints
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.envs import EnvInfo
 from tfrl.errors import UsageError
-from tfrl.runtime import Runtime, RuntimeOptions
+from tfrl.hardware.runtime import Runtime, RuntimeOptions
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXPORT = str(REPO_ROOT / "scripts" / "export.py")

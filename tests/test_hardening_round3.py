@@ -17,17 +17,19 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import checkpoints, envs, export, normalization, serving
+from tfrl import envs
+from tfrl.models import export, normalization, serving
+from tfrl.run import checkpoints
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner
-from tfrl.checkpoints import Checkpointer
+from tfrl.run.checkpoints import Checkpointer
 from tfrl.errors import UsageError
-from tfrl.frame_replay import FrameStackReplay
-from tfrl.numerics import NonFiniteError
-from tfrl.prioritized_replay import PrioritizedReplay
+from tfrl.replay.frames import FrameStackReplay
+from tfrl.models.numerics import NonFiniteError
+from tfrl.replay.prioritized import PrioritizedReplay
 from tfrl.replay import UniformReplay
-from tfrl.runtime import Runtime, RuntimeOptions
+from tfrl.hardware.runtime import Runtime, RuntimeOptions
 
 import custom_envs
 
@@ -378,7 +380,7 @@ def test_a_run_whose_checkpoints_path_is_a_file_is_one_line_and_writes_nothing(n
     on_file, file_run = nan_run["on_file"], nan_run["file_run"]
     assert on_file.returncode == 2, on_file.stderr[-3000:]
     assert "Traceback" not in on_file.stderr
-    # tfrl.checkpoints says so, or the launcher before it
+    # tfrl.run.checkpoints says so, or the launcher before it
     assert re.fullmatch(rf"\S+: error: {re.escape(str(file_run / 'checkpoints'))} is not a directory: .*",
                         _error_lines(on_file)[-1]), _error_lines(on_file)[-1]
     assert _files(file_run) == nan_run["file_run_before"]  # nothing written (.lock aside)

@@ -7,13 +7,14 @@ import pytest
 import tensorflow as tf
 
 import tfrl
-from tfrl import agents, config as config_lib, envs, networks
+from tfrl import agents, config as config_lib, envs
+from tfrl.models import networks
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.config import ConfigError
 from tfrl.envs import VectorStep
 from tfrl.errors import UsageError
-from tfrl.frame_replay import FrameStackReplay
-from tfrl.prioritized_replay import PrioritizedReplay
+from tfrl.replay.frames import FrameStackReplay
+from tfrl.replay.prioritized import PrioritizedReplay
 from tfrl.replay import NStepBuilder, UniformReplay
 
 
@@ -61,8 +62,8 @@ def test_image_actors_call_the_live_network_and_mlp_actors_keep_their_numpy_mirr
 
 
 def test_a_cnn_on_a_cpu_is_advised_off_xla_and_onto_bfloat16_where_the_cpu_has_it():
-    from tfrl.precision import cnn_precision_advice
-    from tfrl.runtime import Runtime, RuntimeOptions
+    from tfrl.hardware.precision import cnn_precision_advice
+    from tfrl.hardware.runtime import Runtime, RuntimeOptions
 
     def on(device, **options):
         return Runtime(RuntimeOptions(**options), device)
@@ -134,7 +135,7 @@ def test_boolean_observations_become_uint8_images():
 def test_a_policy_takes_boolean_grids_as_the_env_gives_them():
     # tfrl's networks see a boolean grid as uint8 0 and 255 (the test above); a policy object given the env's own
     # boolean observations converts them the same way, and still refuses a float image.
-    from tfrl.policy_inputs import Field, field_batch
+    from tfrl.models.policy_inputs import Field, field_batch
 
     grid = np.zeros((6, 6, 2), bool)
     grid[1, 2, 0] = True

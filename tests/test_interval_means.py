@@ -6,7 +6,7 @@ import pytest
 
 import tfrl
 from tfrl.agents.interval_means import IntervalMeans
-from tfrl.metrics import read_metrics
+from tfrl.run.metrics import read_metrics
 
 
 def test_a_record_shows_each_metrics_mean_over_its_calls_and_the_newest_schedule_value():

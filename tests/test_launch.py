@@ -1,4 +1,4 @@
-"""tfrl.launch.prepare and the launchers' answers before TensorFlow loads: --help, --hp=help and bad input must
+"""tfrl.run.launch.prepare and the launchers' answers before TensorFlow loads: --help, --hp=help and bad input must
 not import it (it takes seconds), so a stand-in `tensorflow` package that refuses to import proves they don't."""
 
 import dataclasses
@@ -10,9 +10,10 @@ import sys
 import pytest
 from absl import logging as absl_logging
 
-from tfrl import launch, runs, runtime_defaults
+from tfrl.hardware import runtime_defaults
+from tfrl.run import launch, runs
 from tfrl.errors import UsageError
-from tfrl.runtime import RuntimeOptions
+from tfrl.hardware.runtime import RuntimeOptions
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 _CPU = RuntimeOptions(device="cpu")  # the placement decided without asking TensorFlow for GPUs
@@ -35,7 +36,7 @@ def _run(script, args, no_tensorflow):
 
 
 @pytest.mark.parametrize("script, args, returncode, expected", [
-    ("train.py", ["--help"], 0, "Hardware flags (tfrl.runtime):"),
+    ("train.py", ["--help"], 0, "Hardware flags (tfrl.hardware.runtime):"),
     ("train.py", ["--agent=dqn", "--env=LunarLander-v2", "--hp=help"], 0, "DQNConfig hyperparameters (preset dqn-lunarlander)"),
     ("train.py", ["--agent=dqn", "--env=CartPole-v1", "--lerning_rate=1"], 2, "did you mean --hp=learning_rate=...?"),
     ("train.py", ["--agent=dqn", "--env=CartPole-v9"], 2, "unknown environment id 'CartPole-v9'"),
@@ -90,7 +91,7 @@ def test_an_env_without_a_preset_trains_the_defaults_with_a_warning_saying_so(mo
 
 
 def test_a_preset_chooses_xla_unless_the_user_did(tmp_path):
-    from tfrl.runtime import RuntimeOptions
+    from tfrl.hardware.runtime import RuntimeOptions
 
     def xla(preset="dqn-lunarlander", **options):
         request = launch.TrainRequest(agent="dqn", env="LunarLander-v2", preset=preset,
@@ -118,8 +119,8 @@ def test_a_preset_chooses_xla_unless_the_user_did(tmp_path):
     ((), {"device": "cpu", "mixed_precision": "mixed_bfloat16"}, "mixed_bfloat16"),
 ])
 def test_a_preset_chooses_bfloat16_on_a_cpu_with_bfloat16_instructions(monkeypatch, flags, options, expected):
-    from tfrl import cpu_features
-    from tfrl.runtime import RuntimeOptions
+    from tfrl.hardware import cpu_features
+    from tfrl.hardware.runtime import RuntimeOptions
 
     monkeypatch.setattr(cpu_features, "bf16_flags", lambda: flags)
     request = launch.TrainRequest(agent="sac", env="Pendulum-v1", runtime=RuntimeOptions(**options))
@@ -129,8 +130,8 @@ def test_a_preset_chooses_bfloat16_on_a_cpu_with_bfloat16_instructions(monkeypat
 
 
 def test_xla_is_on_by_default_where_the_train_step_runs_on_a_gpu_and_the_record_says_why(monkeypatch, tmp_path):
-    from tfrl import runtime as runtime_lib
-    from tfrl.runtime import RuntimeOptions
+    from tfrl.hardware import runtime as runtime_lib
+    from tfrl.hardware.runtime import RuntimeOptions
 
     def record(on_cpu, preset="dqn-cartpole", build="CUDA 12.5/cuDNN 9", **options):
         monkeypatch.setattr(runtime_lib, "trains_on_cpu", lambda _: on_cpu)
@@ -158,8 +159,8 @@ def test_xla_is_on_by_default_where_the_train_step_runs_on_a_gpu_and_the_record_
 
 
 def test_a_resumed_run_keeps_its_precision(monkeypatch):
-    from tfrl import cpu_features
-    from tfrl.runtime import RuntimeOptions
+    from tfrl.hardware import cpu_features
+    from tfrl.hardware.runtime import RuntimeOptions
 
     monkeypatch.setattr(cpu_features, "bf16_flags", lambda: ("avx512_bf16",))
     cpu = RuntimeOptions(device="cpu")

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import tfrl
-from tfrl import metrics, runs
+from tfrl.run import metrics, runs
 from tfrl.errors import UsageError
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]

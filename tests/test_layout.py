@@ -91,7 +91,7 @@ def test_no_module_is_longer_than_the_limit():
 
 def test_importing_the_library_defines_no_flag_and_loads_no_tensorflow():
     # Flags that modules of tfrl define (absl's own, defined when absl.app or absl.logging loads, are not ours).
-    code = ("from absl import flags; import tfrl, tfrl.api, tfrl.launch, tfrl.runs, tfrl.envs, tfrl.cli; "
+    code = ("from absl import flags; import tfrl, tfrl.api, tfrl.run.launch, tfrl.run.runs, tfrl.envs, tfrl.cli; "
             "print(sorted(flag.name for module, defined in flags.FLAGS.flags_by_module_dict().items() "
             "if 'tfrl' in module for flag in defined))")
     light = subprocess.run([sys.executable, "-c", "import sys, tfrl; print('tensorflow' in sys.modules, "

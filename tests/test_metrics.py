@@ -1,4 +1,4 @@
-"""Tests for tfrl.metrics: a resumed run's metrics.jsonl and TensorBoard logs drop the orphaned records."""
+"""Tests for tfrl.run.metrics: a resumed run's metrics.jsonl and TensorBoard logs drop the orphaned records."""
 
 import json
 import time
@@ -6,7 +6,7 @@ import time
 import tensorflow as tf
 from tensorboard.backend.event_processing import plugin_event_accumulator
 
-from tfrl.metrics import MetricsLogger, read_metrics
+from tfrl.run.metrics import MetricsLogger, read_metrics
 
 
 def _log_losses(run_dir, steps, offset, start_env_step=0):

@@ -1,10 +1,10 @@
-"""Tests for tfrl.networks: the NumPy mirror must compute exactly what the Keras model computes."""
+"""Tests for tfrl.models.networks: the NumPy mirror must compute exactly what the Keras model computes."""
 
 import keras
 import numpy as np
 import pytest
 
-from tfrl import networks
+from tfrl.models import networks
 
 
 def _random_weights(model, rng):

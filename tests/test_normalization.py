@@ -1,4 +1,4 @@
-"""Observation normalization and reward scaling (tfrl.normalization): the statistics by hand, the layer against
+"""Observation normalization and reward scaling (tfrl.models.normalization): the statistics by hand, the layer against
 NumPy, checkpoints, resume, and the export taking raw observations."""
 
 import math
@@ -7,13 +7,14 @@ import keras
 import numpy as np
 import pytest
 
-from tfrl import checkpoints, evaluation, export, normalization, runs, serving, training_loop
+from tfrl.models import export, normalization, serving
+from tfrl.run import checkpoints, evaluation, runs, training_loop
 from tfrl.agents.actor_critic.networks import make_head, make_network
 from tfrl.agents.actor_critic.policy import serving_policy
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.agents.sac.config import SACConfig
 from tfrl.envs import EnvInfo
-from tfrl.runtime import Runtime, RuntimeOptions
+from tfrl.hardware.runtime import Runtime, RuntimeOptions
 
 PENDULUM = EnvInfo("Pendulum-v1", (3,), 0, action_shape=(1,), action_low=(-2.0,), action_high=(2.0,))
 C = normalization.INITIAL_COUNT

@@ -19,7 +19,7 @@ import zipfile
 import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-TFRL_LINE = re.compile(r"^[IWEF] \d\d:\d\d:\d\d ")  # tfrl.quiet_logs.SHORT_FORMAT
+TFRL_LINE = re.compile(r"^[IWEF] \d\d:\d\d:\d\d ")  # tfrl.hardware.quiet_logs.SHORT_FORMAT
 NATIVE_LINE = re.compile(r"^[IWEF]\d{4} ")  # glog's format, TF's C++ side
 XLA_NOISE = ("service.cc", "dump_mlir_util", "device_compiler", "XLA service", "StreamExecutor")
 

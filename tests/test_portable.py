@@ -1,4 +1,4 @@
-"""LiteRT and ONNX exports (tfrl.portable): every agent and space the SavedModel serves, converted, checked against
+"""LiteRT and ONNX exports (tfrl.models.portable): every agent and space the SavedModel serves, converted, checked against
 the SavedModel, and run without TensorFlow.
 
 Short runs of each kind train once in this process (module fixture); the exports and checks run on them.
@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 
 import tfrl
-from tfrl import envs, export, runs, serving
+from tfrl import envs
+from tfrl.models import export, serving
+from tfrl.run import runs
 from tfrl.errors import UsageError
-from tfrl.portable import convert, parity
+from tfrl.models.portable import convert, parity
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 _OFF = {"eval_interval": 0, "final_eval_episodes": 1, "checkpoint_interval": 0}

@@ -1,7 +1,7 @@
 """Tests for the PPO learner: the clipped surrogate loss by hand, the minibatch orders, the update, the loop.
 
 Expected numbers are worked out by hand in the comments. Learners are built on CPU:0 without
-tfrl.runtime.apply(), so they leave the process's TF configuration alone.
+tfrl.hardware.runtime.apply(), so they leave the process's TF configuration alone.
 """
 
 import dataclasses
@@ -14,13 +14,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import config as config_lib, presets, evaluation, numerics, runs, serving, training_loop
+from tfrl import config as config_lib, presets
+from tfrl.models import numerics, serving
+from tfrl.run import evaluation, runs, training_loop
 from tfrl.agents.actor_critic.networks import CategoricalHead
 from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.agents.ppo.learning import PPOLearner, minibatch_indices, ppo_loss
 from tfrl.envs import EnvInfo
-from tfrl.runtime import Runtime, RuntimeOptions
+from tfrl.hardware.runtime import Runtime, RuntimeOptions
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 LN2 = math.log(2.0)

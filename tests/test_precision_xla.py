@@ -1,6 +1,6 @@
 """Every precision policy x XLA on/off learns CartPole, and float16's loss-scale state survives the run's checkpoint.
 
-The run loop with A2C (tfrl.training_loop.train, what scripts/train.py runs) trains CartPole-v1 for 30k env steps
+The run loop with A2C (tfrl.run.training_loop.train, what scripts/train.py runs) trains CartPole-v1 for 30k env steps
 under each of the 6 combinations. The Keras precision policy is process-global, so the combinations run in
 two fresh processes (three each, side by side on the two cores); apply() may change the policy and XLA
 between runs because the device configuration stays the same. Unit tests of the float16 step (loss scaling,
@@ -28,8 +28,9 @@ COMBINATIONS = [(policy, xla) for policy in ("float32", "mixed_bfloat16", "mixed
 _TRAIN_COMBINATIONS = """
     import json, pathlib, sys, tempfile
     import keras, tensorflow as tf
-    from tfrl import checkpoints, runtime as runtime_lib
-    from tfrl import training_loop
+    from tfrl.hardware import runtime as runtime_lib
+    from tfrl.run import checkpoints
+    from tfrl.run import training_loop
     from tfrl.agents.a2c.config import A2CConfig
     from tfrl.agents.a2c.learning import A2CLearner
     from tfrl.envs import EnvInfo

@@ -1,4 +1,4 @@
-"""Prioritized replay (tfrl.prioritized_replay): sampling probabilities, strata, importance-sampling weights and
+"""Prioritized replay (tfrl.replay.prioritized): sampling probabilities, strata, importance-sampling weights and
 priority updates worked out by hand; the weighted DQN loss and its TD errors by hand; a checkpoint round trip;
 and a DQN run with it that resumes."""
 
@@ -8,11 +8,11 @@ import keras
 import numpy as np
 import pytest
 
-from tfrl import training_loop
+from tfrl.run import training_loop
 from tfrl.agents.dqn.agent import importance_sampling_beta
 from tfrl.agents.dqn.config import DQNConfig
-from tfrl.prioritized_replay import PrioritizedReplay, SumTree
-from tfrl.runtime import Runtime, RuntimeOptions
+from tfrl.replay.prioritized import PrioritizedReplay, SumTree
+from tfrl.hardware.runtime import Runtime, RuntimeOptions
 
 import test_dqn_learning as hand  # the hand-weighted Q-networks and batch
 
@@ -86,7 +86,7 @@ def test_beta_is_annealed_to_one_over_training():
 def test_priorities_survive_a_checkpoint_round_trip():
     replay = _replay_with_priorities()
     arrays, state = replay.checkpoint_state()
-    json.dumps(state)  # the state is JSON (tfrl.checkpoints writes it so)
+    json.dumps(state)  # the state is JSON (tfrl.run.checkpoints writes it so)
     copy = PrioritizedReplay(capacity=4, obs_shape=(1,), seed=7, alpha=0.5, epsilon=1e-12)
     copy.restore_checkpoint_state(arrays, state)
     np.testing.assert_allclose(copy.probabilities(), replay.probabilities())

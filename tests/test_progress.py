@@ -1,4 +1,4 @@
-"""The progress bar of a run on a terminal (tfrl.progress, through tfrl.metrics.MetricsLogger)."""
+"""The progress bar of a run on a terminal (tfrl.run.progress, through tfrl.run.metrics.MetricsLogger)."""
 
 import io
 import logging as std_logging
@@ -6,8 +6,9 @@ import re
 
 from absl import logging
 
-from tfrl import progress, quiet_logs
-from tfrl.metrics import MetricsLogger
+from tfrl.hardware import quiet_logs
+from tfrl.run import progress
+from tfrl.run.metrics import MetricsLogger
 
 
 def _terminal(monkeypatch):

@@ -2,7 +2,7 @@
 computed step by step in NumPy), the rollout replaying the actor's computation, the partially observable envs,
 the bad inputs, and the stateful policy objects.
 
-Learners are built on CPU:0 without tfrl.runtime.apply(), so they leave the process's TF configuration alone.
+Learners are built on CPU:0 without tfrl.hardware.runtime.apply(), so they leave the process's TF configuration alone.
 """
 
 
@@ -12,7 +12,8 @@ import pytest
 import tensorflow as tf
 from fresh_process import run_json_script
 
-from tfrl import config as config_lib, envs, evaluation
+from tfrl import config as config_lib, envs
+from tfrl.run import evaluation
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner
 from tfrl.agents.actor_critic import recurrent
@@ -22,9 +23,9 @@ from tfrl.agents.ppo.config import PPOConfig
 from tfrl.agents.ppo.learning import PPOLearner
 from tfrl.envs import EnvInfo
 from tfrl.errors import UsageError
-from tfrl.observations import ObsSpec
-from tfrl.policy_memory import StatefulPolicy
-from tfrl.runtime import Runtime, RuntimeOptions
+from tfrl.envs.observations import ObsSpec
+from tfrl.models.policy_memory import StatefulPolicy
+from tfrl.hardware.runtime import Runtime, RuntimeOptions
 
 TWO_ACTIONS = EnvInfo("test", (2,), 2)
 
@@ -346,8 +347,8 @@ import dataclasses, json, sys
 import numpy as np
 sys.path.insert(0, "tests")
 from test_recurrent import TWO_ACTIONS, N, T, _sequence_case
-from tfrl import runtime as runtime_lib
-from tfrl.runtime import Runtime
+from tfrl.hardware import runtime as runtime_lib
+from tfrl.hardware.runtime import Runtime
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner
 from tfrl.agents.actor_critic.rollout import Rollout
@@ -386,7 +387,7 @@ def test_a_mirrored_strategy_splits_whole_sequences_and_makes_the_single_device_
 
 
 def test_a_nan_advantage_stops_the_sequence_update_naming_the_loss():
-    from tfrl import numerics
+    from tfrl.models import numerics
 
     case = _sequence_case()
     case["advantages"][5] = np.nan

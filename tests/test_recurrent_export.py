@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import tfrl
-from tfrl import runs, serving
+from tfrl.models import serving
+from tfrl.run import runs
 from tfrl.agents.actor_critic import recurrent
 from tfrl.errors import UsageError
 from tfrl.model_server.options import ServerOptions

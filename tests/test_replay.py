@@ -189,7 +189,7 @@ def test_nstep_output_dtypes_fit_the_replay():
 
 
 def test_the_fields_that_can_hold_nan_are_found_once_also_inside_structured_and_subarray_dtypes():
-    from tfrl import numerics
+    from tfrl.models import numerics
 
     structured = np.dtype([("camera", np.uint8, (2, 2)), ("joints", np.float32, (3,)), ("count", np.int32)])
     assert numerics.can_hold_nonfinite(structured)  # "joints" is a subarray field: its own kind is void

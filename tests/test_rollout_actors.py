@@ -21,17 +21,18 @@ import psutil
 import pytest
 
 import tfrl
-from tfrl import envs, networks, normalization
+from tfrl import envs
+from tfrl.models import networks, normalization
 from tfrl.agents.actor_critic.actor import ActorCriticActor
 from tfrl.agents.actor_critic.collection import collect_steps
 from tfrl.agents.actor_critic.config import ActorCriticConfig
 from tfrl.agents.actor_critic.networks import make_head, make_network
 from tfrl.agents.actor_critic.rollout import STEP_FIELDS, RolloutStorage
 from tfrl.errors import UsageError
-from tfrl.normalization import NoNormalization
+from tfrl.models.normalization import NoNormalization
 from tfrl.rollout_actors.on_policy import RayRollouts, ShareSetup
 from tfrl.rollout_actors.pool import shares
-from tfrl.stepping import EnvStepError
+from tfrl.envs.stepping import EnvStepError
 
 import actor_envs
 

@@ -1,15 +1,16 @@
-"""tfrl.runs.RunRecord (a run's config.json) and the renamed hyperparameters (tfrl.config.LoopConfig.RENAMED)."""
+"""tfrl.run.runs.RunRecord (a run's config.json) and the renamed hyperparameters (tfrl.config.LoopConfig.RENAMED)."""
 
 import json
 
 import pytest
 from absl import logging as absl_logging
 
-from tfrl import config as config_lib, runs
+from tfrl import config as config_lib
+from tfrl.run import runs
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.errors import UsageError
-from tfrl.runtime import RuntimeOptions
+from tfrl.hardware.runtime import RuntimeOptions
 
 
 def _warnings(monkeypatch):

@@ -2,7 +2,7 @@
 steps, a new run starts from another run's weights, and a run, its evaluation and its export agree on which
 policy is "the" policy. Also the Python API's answers to bad arguments and to Ctrl-C.
 
-In-process through tfrl.train and tfrl.launch (the CLI's path), on the Corridor of tests/custom_envs.py.
+In-process through tfrl.train and tfrl.run.launch (the CLI's path), on the Corridor of tests/custom_envs.py.
 """
 
 import json
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import tfrl
-from tfrl import launch, run_finder, runs
+from tfrl.run import launch, run_finder, runs
 from tfrl.errors import UsageError
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ BATCH = np.eye(custom_envs.LENGTH, dtype=np.float32)
 
 
 def _stopped_run(hp, seed=0, **request):
-    """A run of tfrl.launch stopped (as by Ctrl-C) at its first chance after env step 400: it has a checkpoint."""
+    """A run of tfrl.run.launch stopped (as by Ctrl-C) at its first chance after env step 400: it has a checkpoint."""
     prepared = launch.prepare(launch.TrainRequest(agent="dqn", env=ENV, preset="none", hp=hp, seed=seed, **request))
     steps = []
 

@@ -1,4 +1,4 @@
-"""Tests for tfrl.runtime.
+"""Tests for tfrl.hardware.runtime.
 
 TF lets a process configure its devices only until the runtime initializes, so
 every test that calls apply() successfully runs in its own Python subprocess,
@@ -19,9 +19,9 @@ import pytest
 import tensorflow as tf
 
 from tfrl import errors
-from tfrl import precision, runtime
+from tfrl.hardware import precision, runtime
 from tfrl.commands import runtime_flags
-from tfrl.runtime import RuntimeConfigError, RuntimeOptions
+from tfrl.hardware.runtime import RuntimeConfigError, RuntimeOptions
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -130,7 +130,7 @@ def two_logical_cpus_process():
     return _run_in_fresh_process("""
         import dataclasses, json
         import keras, tensorflow as tf
-        from tfrl import runtime
+        from tfrl.hardware import runtime
 
         options = runtime.RuntimeOptions(
             device="cpu:1", logical_cpus=2, mixed_precision="mixed_bfloat16", xla=True, inter_op_threads=2)
@@ -178,7 +178,7 @@ def test_reapply_with_same_options_is_accepted(two_logical_cpus_process):
 def test_reapply_with_different_device_state_raises(two_logical_cpus_process):
     assert two_logical_cpus_process["more_cpus"] == (
         "cannot apply --logical_cpus=3: TensorFlow devices are already initialized with "
-        "2 logical CPU(s); call tfrl.runtime.apply() once per process, before any TF op")
+        "2 logical CPU(s); call tfrl.hardware.runtime.apply() once per process, before any TF op")
     assert two_logical_cpus_process["other_threads"].startswith(
         "cannot apply --inter_op_threads=1: TensorFlow devices are already initialized "
         "with inter_op_threads=2")
@@ -216,8 +216,8 @@ def default_cpu_process():
     result, stderr = _run_in_fresh_process("""
         import json
         import tensorflow as tf
-        from tfrl import runtime
-        from tfrl.runtime import RuntimeOptions
+        from tfrl.hardware import runtime
+        from tfrl.hardware.runtime import RuntimeOptions
 
         result = {"physical_gpus": len(tf.config.list_physical_devices("GPU"))}
         for name, options in (("gpu", RuntimeOptions(device="gpu")),

@@ -11,14 +11,15 @@ import pytest
 import tensorflow as tf
 from fresh_process import MIRRORED_PENDULUM_PRELUDE, run_json_script
 
-from tfrl import evaluation, export, runs, serving, training_loop
+from tfrl.models import export, serving
+from tfrl.run import evaluation, runs, training_loop
 from tfrl.agents.sac import policy as sac_policy
-from tfrl.networks import NumpySquashedActor
+from tfrl.models.networks import NumpySquashedActor
 from tfrl.agents.sac.config import SACConfig
 from tfrl.agents.sac.learning import (SACBatch, SACLearner, actor_loss, critic_loss, soft_td_targets,
                                       squashed_gaussian, temperature_loss)
 from tfrl.envs import EnvInfo
-from tfrl.runtime import Runtime, RuntimeOptions
+from tfrl.hardware.runtime import Runtime, RuntimeOptions
 
 PENDULUM = EnvInfo("Pendulum-v1", (3,), 0, action_shape=(1,), action_low=(-2.0,), action_high=(2.0,))
 LN2PI = math.log(2 * math.pi)
@@ -137,7 +138,7 @@ def test_an_update_is_the_hand_written_steps_with_keras_adam(xla):
 
 
 def test_a_fixed_temperature_stays_and_a_poisoned_critic_is_reported():
-    from tfrl import numerics
+    from tfrl.models import numerics
 
     learner = SACLearner(SACConfig(hidden_sizes=(8,), batch_size=8, learn_temperature=False), PENDULUM, _runtime())
     learner.update(SACBatch(_batch(2, 8)))

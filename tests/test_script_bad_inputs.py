@@ -16,7 +16,8 @@ import sys
 
 import pytest
 
-from tfrl import best_policy, checkpoints, export, networks
+from tfrl.models import export, networks
+from tfrl.run import best_policy, checkpoints
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
@@ -25,7 +26,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 _TF_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\)|[IWE]0000 00:00:|"
                        r"To enable the following instructions:)")
 # absl log lines (e.g. the warning naming each damaged checkpoint file): logs, not the error line.
-_LOG_LINE = re.compile(r"^[IWEF] \d\d:\d\d:\d\d ")  # tfrl.quiet_logs.SHORT_FORMAT
+_LOG_LINE = re.compile(r"^[IWEF] \d\d:\d\d:\d\d ")  # tfrl.hardware.quiet_logs.SHORT_FORMAT
 INFO = EnvInfo(env_id="CartPole-v1", obs_shape=(4,), num_actions=2)
 
 
@@ -56,7 +57,7 @@ def _make_files(base: pathlib.Path) -> None:
     _truncate(base / "truncated_pb" / "saved_model.pb")
     shutil.copytree(saved_model, base / "truncated_variables")
     _truncate(base / "truncated_variables" / "variables" / "variables.data-00000-of-00001")
-    # A run whose best policy (tfrl.best_policy) is truncated.
+    # A run whose best policy (tfrl.run.best_policy) is truncated.
     shutil.copytree(run, base / "run_with_truncated_best")
     checkpoints.Checkpointer(base / "run_with_truncated_best", policy.checkpoint_items, keep=1,
                              subdir=best_policy.BEST_POLICY_DIR).save(150, {"eval_return_mean": 9.5})

@@ -77,7 +77,7 @@ def test_the_model_server_imports_no_agent_code():
             imported.update(names)
             todo += [name for name in names if name.startswith("tfrl")]
     assert "tfrl.model_server.versions" in seen and "tfrl.cli" in seen  # the walk followed the imports
-    assert not [m for m in seen if m.startswith(("tfrl.agents", "tfrl.export", "tfrl.networks", "tfrl.runs"))]
+    assert not [m for m in seen if m.startswith(("tfrl.agents", "tfrl.models.export", "tfrl.models.networks", "tfrl.run.runs"))]
     assert not [name for name in imported if name.split(".")[0] == "keras"]
 
 

@@ -1,5 +1,5 @@
 """SIGTERM and Ctrl-C before training starts stop at once; once the loop polls, they wait for a checkpoint
-(tfrl.shutdown); and the memory a config needs is checked before anything is allocated (tfrl.memory)."""
+(tfrl.run.shutdown); and the memory a config needs is checked before anything is allocated (tfrl.memory)."""
 
 import os
 import pathlib
@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from tfrl import agents, shutdown
+from tfrl import agents
+from tfrl.run import shutdown
 from tfrl.envs import EnvInfo
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.ppo.config import PPOConfig
@@ -113,8 +114,8 @@ def test_image_replay_memory_counts_one_uint8_frame_per_transition():
 
 @pytest.mark.parametrize("periodic", [True, False])
 def test_a_stop_during_an_evaluation_ends_it_at_once_and_saves_the_run(tmp_path, monkeypatch, periodic):
-    from tfrl import checkpoints, evaluation, training_loop
-    from tfrl.runtime import Runtime, RuntimeOptions
+    from tfrl.run import checkpoints, evaluation, training_loop
+    from tfrl.hardware.runtime import Runtime, RuntimeOptions
 
     # An evaluation of 100,000 episodes (the most a config takes) that the stop request must cut short.
     config = DQNConfig(total_env_steps=1000, hidden_sizes=(16,), batch_size=16, replay_capacity=500,

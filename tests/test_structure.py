@@ -13,12 +13,14 @@ import pytest
 import tensorflow as tf
 
 import tfrl
-from tfrl import envs, launch, normalization
+from tfrl import envs
+from tfrl.models import normalization
+from tfrl.run import launch
 from tfrl.agents.actor_critic.networks import CategoricalHead, MultiCategoricalHead
 from tfrl.agents.dqn.actor import EpsilonGreedyActor
 from tfrl.agents.dqn.learning import td_targets
 from tfrl.errors import UsageError
-from tfrl.observations import MASK_KEY, CheckedDictKeys, StructuredObservation, observation_spec, to_row
+from tfrl.envs.observations import MASK_KEY, CheckedDictKeys, StructuredObservation, observation_spec, to_row
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "tests"))
@@ -137,7 +139,7 @@ def test_an_image_field_gets_a_cnn_beside_a_vector_field_and_stays_uint8(tmp_pat
     loaded = tfrl.load_policy(run.run_dir)
     inputs = tf.saved_model.load(str(run.saved_model)).signatures["serving_default"].structured_input_signature[1]
     assert inputs["board"].dtype == tf.uint8 and inputs["clock"].dtype == tf.float32
-    from tfrl import runs
+    from tfrl.run import runs
 
     network = runs.load_policy(run.run_dir).policy.model
     assert [layer.name for layer in network.layers if "conv" in layer.name] == ["board_conv_0"]
@@ -305,7 +307,7 @@ def test_a_mask_that_allows_nothing_or_holds_other_values_than_0_and_1_gets_no_a
 
 
 def test_greedy_scores_flag_a_row_where_one_part_of_a_multi_part_action_has_no_legal_value():
-    from tfrl import networks
+    from tfrl.models import networks
 
     mask = tf.constant([[1, 0, 0, 1, 1], [0, 0, 0, 1, 0], [1, 1, 1, 0, 0]], tf.uint8)  # parts of 3 and 2 values
     scores, flags = networks.greedy_scores({MASK_KEY: mask}, tf.zeros([3, 5]), part_sizes=(3, 2))

@@ -19,7 +19,7 @@ import warnings
 
 import pytest
 
-from tfrl.metrics import TIMING_FIELDS
+from tfrl.run.metrics import TIMING_FIELDS
 
 import behaviour_digests
 
@@ -343,7 +343,8 @@ def test_learning_run_writes_tensorboard_events(learning_run):
 # --- keep_best_policy: the best periodic evaluation's policy is evaluated and exported ------------
 
 def test_keep_best_policy_evaluates_and_exports_the_best_evaluated_policy(launches):
-    from tfrl import evaluation, export, serving
+    from tfrl.models import export, serving
+    from tfrl.run import evaluation
 
     launch = launches["best_policy"].result()
     assert launch.returncode == 0, launch.stderr[-3000:]

@@ -21,7 +21,7 @@ WEIGHTS_ATOL = 1e-5
 _SCRIPT = """
 import dataclasses, json
 import keras, numpy as np, tensorflow as tf
-from tfrl import runtime as runtime_lib
+from tfrl.hardware import runtime as runtime_lib
 from tfrl.envs import EnvInfo
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner

@@ -4,7 +4,7 @@
     policy = tfrl.load_policy(run.run_dir)
 
 tfrl.train, tfrl.load_policy, tfrl.Run, tfrl.Policy (tfrl.api) and tfrl.Callback, tfrl.StopOnReturn
-(tfrl.callbacks) load at first use, so `import tfrl` stays light: it imports neither TensorFlow nor Keras.
+(tfrl.run.callbacks) load at first use, so `import tfrl` stays light: it imports neither TensorFlow nor Keras.
 TensorFlow is not a hard dependency (the build is the user's choice), so the first use of what needs it checks
 for one and names the extras when it is missing.
 """
@@ -30,7 +30,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 
 def environment_before_import() -> dict:
-    """os.environ as it was before `import tfrl` set KERAS_BACKEND (what tfrl.doctor judges)."""
+    """os.environ as it was before `import tfrl` set KERAS_BACKEND (what tfrl.hardware.doctor judges)."""
     environment = dict(os.environ)
     if _KERAS_BACKEND_BEFORE is None:
         environment.pop("KERAS_BACKEND", None)
@@ -53,16 +53,16 @@ def require_tensorflow() -> None:
 
 
 _LAZY = {"train": "tfrl.api", "Run": "tfrl.api", "Policy": "tfrl.api",
-         "Callback": "tfrl.callbacks", "StopOnReturn": "tfrl.callbacks", "RuntimeOptions": "tfrl.runtime"}
+         "Callback": "tfrl.run.callbacks", "StopOnReturn": "tfrl.run.callbacks", "RuntimeOptions": "tfrl.hardware.runtime"}
 
 
 def load_policy(path, checkpoint=None, best: bool = False, threads: int = 1, allow_non_finite: bool = False):
     """The greedy policy at `path` (tfrl.api.load_policy): a run directory, an exported SavedModel or model
     directory, or a LiteRT (.tflite) or ONNX (.onnx) file, which loads with NumPy and its runtime alone (no
-    TensorFlow or Keras is imported; tfrl.portable.runtime, on `threads` CPU threads). Every one refuses
+    TensorFlow or Keras is imported; tfrl.models.portable.runtime, on `threads` CPU threads). Every one refuses
     observations with NaN, Inf or numbers beyond float32's range unless allow_non_finite (then the raw outputs
     come back), and action masks with values other than 0 and 1 or a row that allows no action."""
-    from tfrl.portable import runtime
+    from tfrl.models.portable import runtime
 
     if isinstance(path, (str, os.PathLike)) and runtime.is_portable(path):
         if checkpoint is not None or best:

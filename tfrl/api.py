@@ -6,7 +6,7 @@
     policy = tfrl.load_policy("runs/ppo-cartpole")  # or an exported SavedModel directory
     action = policy(observation)                   # one observation -> one action; a batch -> a batch
 
-train() is what `tfrl train` runs (tfrl.launch): the same presets, checks, checkpoints and resume, metrics,
+train() is what `tfrl train` runs (tfrl.run.launch): the same presets, checks, checkpoints and resume, metrics,
 log lines, best policy and export; the same call again continues an interrupted run.
 """
 
@@ -22,18 +22,22 @@ import numpy as np
 from absl import logging as absl_logging
 
 import tfrl
-from tfrl import env_space, envs, launch, policy_inputs, quiet_logs, shutdown
-from tfrl.portable import runtime as portable
+from tfrl import envs
+from tfrl.envs import env_space
+from tfrl.hardware import quiet_logs
+from tfrl.models import policy_inputs
+from tfrl.run import launch, shutdown
+from tfrl.models.portable import runtime as portable
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
-from tfrl.observations import ObsSpec
-from tfrl.policy_memory import PolicyMemory
-from tfrl.runtime import RuntimeOptions
+from tfrl.envs.observations import ObsSpec
+from tfrl.models.policy_memory import PolicyMemory
+from tfrl.hardware.runtime import RuntimeOptions
 
-evaluation = LazyModule("tfrl.evaluation")
-export = LazyModule("tfrl.export")
-runs = LazyModule("tfrl.runs")
-serving = LazyModule("tfrl.serving")
+evaluation = LazyModule("tfrl.run.evaluation")
+export = LazyModule("tfrl.models.export")
+runs = LazyModule("tfrl.run.runs")
+serving = LazyModule("tfrl.models.serving")
 
 
 def train(agent: str, env: str | Callable[..., Any] | envs.EnvSpec, *, hp: Mapping[str, Any] | None = None,
@@ -55,10 +59,10 @@ def train(agent: str, env: str | Callable[..., Any] | envs.EnvSpec, *, hp: Mappi
     run_dir: where config, metrics, checkpoints and the export go. One holding the same run continues it from
       its newest checkpoint (with a larger hp total_env_steps, also a complete one). Default: the interrupted
       run of the same call under runs/ (new_run=True: a new one), else runs/<agent>-<env>-s<seed>-<time>.
-    init_from: a run dir or an exported SavedModel whose weights a new run starts from (tfrl.warm_start).
-    runtime: devices, precision, XLA, strategy (tfrl.runtime.RuntimeOptions); TensorFlow's device settings
+    init_from: a run dir or an exported SavedModel whose weights a new run starts from (tfrl.run.warm_start).
+    runtime: devices, precision, XLA, strategy (tfrl.hardware.runtime.RuntimeOptions); TensorFlow's device settings
       are process-wide, so every train() of one process must ask for the same ones.
-    callbacks: tfrl.callbacks (e.g. StopOnReturn(475)).
+    callbacks: tfrl.run.callbacks (e.g. StopOnReturn(475)).
     model_name: the export's name under <run_dir>/saved_models/ (default <agent>-<env>).
     verbose: 0 warnings only, 1 the run's log lines on stderr (as the CLI), 2 also TensorFlow's own start-up lines.
     progress_bar: a progress bar on stderr; None: when stderr is a terminal.
@@ -156,7 +160,7 @@ class Run:
         self._model_name = model_name
         self.run_dir: pathlib.Path | None = result.run_dir
         # result.json: the exported policy's final evaluation ("return_mean", ..., "policy": "best" or "last"), the
-        # last policy's under "last" (tfrl.runs.result_record); a stopped run's "stopped" record
+        # last policy's under "last" (tfrl.run.runs.result_record); a stopped run's "stopped" record
         self.result: dict = result.record
         self.saved_model: pathlib.Path | None = result.saved_model  # the exported SavedModel version dir
 
@@ -195,7 +199,7 @@ class Policy:
 
     An observation is an array, or for Dict observations a dict {key: array} (or a batch of them: every array with
     a leading batch dimension); the env's own observations too, where tfrl converts them (Discrete and
-    MultiDiscrete integers, Tuples, nested Dicts: tfrl.env_space). outputs(obs) gives every output of the policy's serving signature ("action", and
+    MultiDiscrete integers, Tuples, nested Dicts: tfrl.envs.env_space). outputs(obs) gives every output of the policy's serving signature ("action", and
     "q_values" for DQN or "logits" and "value" for A2C and PPO), batched.
 
     A policy with memory (lstm_units; state_size > 0) keeps one state per row of the batch: each call continues
@@ -211,7 +215,7 @@ class Policy:
         self.observations = observations
         self.source = source
         self.metadata = metadata
-        # The env's own observation space (tfrl.env_space), from the export's metadata unless given.
+        # The env's own observation space (tfrl.envs.env_space), from the export's metadata unless given.
         self._own_space = env_space.parse(own_space or ((metadata or {}).get("observation") or {}).get("env_space"),
                                           source)
         self._keep_alive = keep_alive  # a loaded SavedModel: its signature needs it alive

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 from absl import app, flags
 
 import tfrl
-from tfrl import quiet_logs
+from tfrl.hardware import quiet_logs
 from tfrl.errors import RunError, UsageError
 
 
@@ -123,7 +123,7 @@ def run(main: Callable[[list[str]], None], unknown_flag_hint: Callable[[str], st
 
 def check_run_dir(run_dir: str | None) -> None:
     """UsageError, before TensorFlow loads (seconds), if --run_dir is given and holds no run's config.json."""
-    from tfrl.run_files import CONFIG_FILE
+    from tfrl.run.run_files import CONFIG_FILE
 
     if run_dir and not (pathlib.Path(run_dir) / CONFIG_FILE).is_file():
         raise UsageError(f"{pathlib.Path(run_dir) / CONFIG_FILE} does not exist: {run_dir} is not a tfrl run "

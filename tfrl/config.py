@@ -107,8 +107,8 @@ def _type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
-TORSOS = ("auto", "mlp", "nature_cnn", "minatar_cnn")  # tfrl.networks describes them
-CONVOLUTIONS = {  # each CNN torso's layers: (filters, kernel size, stride); tfrl.networks builds them
+TORSOS = ("auto", "mlp", "nature_cnn", "minatar_cnn")  # tfrl.models.networks describes them
+CONVOLUTIONS = {  # each CNN torso's layers: (filters, kernel size, stride); tfrl.models.networks builds them
     "nature_cnn": ((32, 8, 4), (64, 4, 2), (64, 3, 1)),
     "minatar_cnn": ((16, 3, 1),),
 }
@@ -132,7 +132,7 @@ def resolved_torso(torso: str, obs_shape: Sequence[int], obs_dtype: str) -> str:
 
 
 def field_torsos(torso: str, spec) -> dict[str, str]:
-    """The torso reading each field a network reads (spec: a tfrl.observations.ObsSpec): for one array, `torso`
+    """The torso reading each field a network reads (spec: a tfrl.envs.observations.ObsSpec): for one array, `torso`
     resolved for it; for Dict observations, `torso` resolved for each image field and an MLP's flatten for the
     others. ConfigError as resolved_torso's."""
     if not spec.structured:
@@ -150,14 +150,14 @@ def require(condition: bool, message: str) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class LoopConfig:
-    """The fields of every agent's config that the run loop (tfrl.training_loop) reads.
+    """The fields of every agent's config that the run loop (tfrl.run.training_loop) reads.
 
     "env steps" count transitions summed over all vector envs. An agent's config extends this class and may
     give these fields other defaults.
     """
 
     RENAMED: ClassVar[Mapping[str, str]] = {}  # old hyperparameter name -> current one, in the subclasses
-    NETWORK_FIELDS: ClassVar[tuple[str, ...]] = ()  # the fields that shape the networks (tfrl.warm_start checks them)
+    NETWORK_FIELDS: ClassVar[tuple[str, ...]] = ()  # the fields that shape the networks (tfrl.run.warm_start checks them)
     REFUSED: ClassVar[Mapping[str, str]] = {}  # another agent's hyperparameter -> why this agent does not take it
 
     total_env_steps: int = 100_000
@@ -171,13 +171,13 @@ class LoopConfig:
     final_eval_episodes: int = 100
     """Episodes of the greedy evaluation that ends the run."""
     keep_best_policy: bool = False
-    """Keep the policy of the best periodic evaluation (tfrl.best_policy): the run then also evaluates it at the
+    """Keep the policy of the best periodic evaluation (tfrl.run.best_policy): the run then also evaluates it at the
     end ("best_eval", on the final evaluation's episodes) and exports it instead of the last policy."""
     log_interval: int = 2_000
     """Env steps between log lines and TensorBoard scalars."""
     checkpoint_interval: int = 25_000
     """Env steps between checkpoints (networks, optimizer, step counters, RNG states, the loop's state and, for
-    off-policy agents, the replay buffer; see tfrl.checkpoints); 0 = only at the end of training. A run resumes
+    off-policy agents, the replay buffer; see tfrl.run.checkpoints); 0 = only at the end of training. A run resumes
     from its newest checkpoint."""
 
     def __post_init__(self):

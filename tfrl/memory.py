@@ -7,7 +7,7 @@ otherwise grow until the kernel kills the process, or swap it to a halt). Each a
 the arithmetic they share:
 
     replay       capacity x (two observations, action, reward, discount), float32 and int32 (uint8 images;
-                 frame-stacked ones: one frame per transition, tfrl.frame_replay)
+                 frame-stacked ones: one frame per transition, tfrl.replay.frames)
     networks     parameters x copies (online, target, optimizer slots, gradients, the NumPy mirror,
                  the weights returned by each train call) + activations of one batch, forward and backward
     envs         num_envs x a per-env allowance (an async env is a process of its own)

@@ -3,7 +3,7 @@
 Each agent's package holds a `spec` module whose SPEC (tfrl.agents.core.AgentSpec) says where its config,
 learner, agent and exported policy are, which action spaces and observations it takes, and how much memory a
 config of it needs; nothing here imports TensorFlow. Adding an agent is a new package and one line below. The
-contracts are in tfrl.agents.core; tfrl.training_loop runs any of them.
+contracts are in tfrl.agents.core; tfrl.run.training_loop runs any of them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The contracts between an agent and the run loop (tfrl.training_loop), after Acme's actor / learner / loop split.
+"""The contracts between an agent and the run loop (tfrl.run.training_loop), after Acme's actor / learner / loop split.
 
     Learner   owns the networks, the optimizer and the train step. All its state is in tf.Variables
               (checkpoint_items()); update(batch) runs one TF call and returns a LearnerUpdate.
@@ -36,7 +36,7 @@ class Learner(Protocol):
 
     def update(self, batch: Any) -> LearnerUpdate:
         """One TF call on `batch` (the agent's type: a replay sample, a rollout); raises
-        tfrl.numerics.NonFiniteError on a NaN or Inf."""
+        tfrl.models.numerics.NonFiniteError on a NaN or Inf."""
 
 
 class Agent(Protocol):
@@ -62,10 +62,10 @@ class Agent(Protocol):
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """The evaluated policy: observations [N, ...] -> actions [N], no exploration. An agent with memory makes
-        `greedy` a property giving a fresh tfrl.policy_memory.StatefulPolicy each time (evaluation resets it)."""
+        `greedy` a property giving a fresh tfrl.models.policy_memory.StatefulPolicy each time (evaluation resets it)."""
 
     def serving_policy(self):
-        """tfrl.export.ServingPolicy over the live network: what the best policy saves and exports."""
+        """tfrl.models.export.ServingPolicy over the live network: what the best policy saves and exports."""
 
     def checkpoint_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         """(JSON-able state, arrays) the agent needs to continue after a restore (RNG states, replay...)."""
@@ -74,7 +74,7 @@ class Agent(Protocol):
         """Inverse of checkpoint_state, after the learner's variables were restored."""
 
     def reload_weights(self) -> None:
-        """The learner's variables were assigned outside a train call (a restore, a warm start: tfrl.warm_start):
+        """The learner's variables were assigned outside a train call (a restore, a warm start: tfrl.run.warm_start):
         refresh what the agent keeps of them (the NumPy actor, the observation statistics)."""
 
     def close(self) -> None:

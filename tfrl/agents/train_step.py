@@ -2,7 +2,7 @@
 
     Placement      where the step runs: on one device (the whole step compiled with XLA under --xla), or under
                    a tf.distribute strategy (each replica's gradients compiled, their mean over all replicas
-                   applied outside, tfrl.distribute). `batch_gradients(fn)` is the one switch between the two.
+                   applied outside, tfrl.hardware.distribute). `batch_gradients(fn)` is the one switch between the two.
     RowLayout      the one tensor in: the fields of a batch side by side in one float32 array (pack in NumPy,
                    unpack in the graph); uint8 images beside it, one tensor each.
     OutputLayout   the one tensor out: metrics, the numeric guard's flags and the acting network's weights in
@@ -19,9 +19,10 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tfrl import distribute, networks, numerics
+from tfrl.hardware import distribute
+from tfrl.models import networks, numerics
 from tfrl.agents.core import LearnerUpdate
-from tfrl.runtime import Runtime
+from tfrl.hardware.runtime import Runtime
 
 
 class Placement:
@@ -87,7 +88,7 @@ class RowLayout:
     as tensors of their own: packed as float32 they would take four times the bytes, and a cast in NumPy.
 
     fields: name -> (shape of one row's value, dtype to unpack to). Integer fields (actions) are exact in
-    float32 below 2**24. A field of a NumPy structured dtype (Dict observations, tfrl.observations) is its
+    float32 below 2**24. A field of a NumPy structured dtype (Dict observations, tfrl.envs.observations) is its
     sub-fields, each placed by its own dtype, and unpacks to {key: tensor}. The tensors cross in the order
     (rows, *uint8 fields in fields' order).
     """
@@ -159,7 +160,7 @@ class OutputLayout:
     """[metrics..., numerics flags, index of the flagged gradient step, *flattened weights, *row errors] in one
     float32 vector.
 
-    The flags (tfrl.numerics) are those of the first gradient step of the call with a NaN or Inf, 0 if none.
+    The flags (tfrl.models.numerics) are those of the first gradient step of the call with a NaN or Inf, 0 if none.
     Row errors (optional): one value per trained row, e.g. DQN's |TD errors| [K, B] for prioritized replay.
     """
 
@@ -199,7 +200,7 @@ def finished_update(output: OutputLayout, flat: np.ndarray, optimizer, outputs_n
 
 
 def apply_gradients(optimizer, grads, variables, loss, outputs_sum, grads_to_check=None):
-    """One optimizer step -> its numerics flags (tfrl.numerics) of the loss, the gradients and outputs_sum, one
+    """One optimizer step -> its numerics flags (tfrl.models.numerics) of the loss, the gradients and outputs_sum, one
     scalar that any NaN or Inf in the network's outputs makes non-finite.
 
     grads_to_check: what stands for the gradients in the check (default: all of them; the global norm is one

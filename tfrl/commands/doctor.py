@@ -7,7 +7,7 @@
 Prints TF/Keras versions, the build (CUDA / ROCm / CPU) and its library versions, physical, logical and
 pluggable devices (zentf), whether XLA compiles a small function, a timed matmul on each logical device,
 and the environment variables that decide what TF sees (CUDA/HIP/ROCR_VISIBLE_DEVICES, MIOPEN_*, ZENDNN*,
-OMP_*, ...). The checks are in tfrl/doctor.py.
+OMP_*, ...). The checks are in tfrl/hardware/doctor.py.
 
 Exit code: 0 = healthy (notes allowed), 1 = at least one problem found, 2 = bad flags.
 """
@@ -44,7 +44,7 @@ def main(argv):
     if not tfrl.has_tensorflow():
         print(f"{cli.program()}: problem: {tfrl.INSTALL_HINT}", file=sys.stderr)
         sys.exit(1)
-    from tfrl import doctor  # TensorFlow is imported inside gather_facts, and may fail to import
+    from tfrl.hardware import doctor  # TensorFlow is imported inside gather_facts, and may fail to import
 
     facts = doctor.gather_facts(logical_cpus=FLAGS.logical_cpus, matmul_size=FLAGS.matmul_size,
                                 environment=USER_ENVIRONMENT)

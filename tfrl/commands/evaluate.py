@@ -3,10 +3,10 @@
     tfrl evaluate --saved_model=runs/.../saved_models/dqn-CartPole-v1/1 --episodes=20
     tfrl evaluate --run_dir=runs/dqn-CartPole-v1-s0-... [--checkpoint=best|last|N] --video=cartpole.gif
 
---saved_model needs only TensorFlow and the SavedModel (tfrl.serving; the env id
+--saved_model needs only TensorFlow and the SavedModel (tfrl.models.serving; the env id
 comes from assets.extra/tfrl_metadata.json, or --env); --run_dir rebuilds the
 agent's network and loads the policy the run exports (its best evaluated policy
-if it keeps one, tfrl.best_policy, else its newest checkpoint's), or the one
+if it keeps one, tfrl.run.best_policy, else its newest checkpoint's), or the one
 --checkpoint names. --video records one episode:
 the env reset with --seed, i.e. the first episode of the evaluation's env 0. GIF
 or MP4, through imageio (pip install 'tfrl[video]'); GIFs get half the resolution
@@ -106,7 +106,8 @@ def write_video(frames, fps: int, path: pathlib.Path) -> None:
 def main(argv):
     cli.no_extra_args(argv)
     video = check_flags()
-    from tfrl import evaluation, runs, serving  # imports TensorFlow (seconds): after the checks above
+    from tfrl.models import serving  # imports TensorFlow (seconds): after the checks above
+    from tfrl.run import evaluation, runs
 
     if FLAGS.saved_model:
         served = serving.load(pathlib.Path(FLAGS.saved_model))

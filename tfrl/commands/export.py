@@ -5,7 +5,7 @@
 writes saved_models/cartpole/<version>/ (the next integer version) with the policy
 the run exports at its end (its best evaluated policy if it keeps one, else its newest
 checkpoint's), or the one --checkpoint names: best, last or a checkpoint number N.
-See tfrl/export.py for the signature and the metadata file.
+See tfrl/models/export.py for the signature and the metadata file.
 
     tfrl export --run_dir=... --model_name=cartpole --format=saved_model,litert,onnx --litert_quantize=int8
 
@@ -21,7 +21,7 @@ from absl import flags
 
 from tfrl import cli  # no TensorFlow yet: flag errors are reported at once
 from tfrl.errors import UsageError
-from tfrl.portable import formats as portable_formats
+from tfrl.models.portable import formats as portable_formats
 
 flags.DEFINE_string("run_dir", None, "The training run to export (required).")
 flags.DEFINE_string("checkpoint", None, "Which policy: best (the run's best evaluated policy), last (the newest "
@@ -58,8 +58,8 @@ def main(argv):
         raise UsageError(f"--parity_observations must be in [1, 100000], got {FLAGS.parity_observations}")
     asked = [name.strip() for value in FLAGS.format for name in value.split(",") if name.strip()]
     formats = portable_formats.check_request(asked, FLAGS.litert_quantize)
-    from tfrl import runs  # imports TensorFlow: seconds
-    from tfrl.portable import convert
+    from tfrl.run import runs  # imports TensorFlow: seconds
+    from tfrl.models.portable import convert
 
     def finisher(env):
         return convert.finisher(formats, FLAGS.litert_quantize, env, FLAGS.allow_mismatch, FLAGS.parity_observations)
@@ -72,7 +72,7 @@ def main(argv):
 
 
 def _parity_line(version_dir: pathlib.Path, name: str) -> str:
-    from tfrl import export
+    from tfrl.models import export
 
     report = export.read_metadata(version_dir)["portable"][name]["parity"]
     shares = [f"{key.removesuffix('_agreement')} agrees on {value:.1%}" for key, value in report.items()

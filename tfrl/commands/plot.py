@@ -7,7 +7,7 @@ hyperparameters) are one curve: the mean over seeds, shaded from min to max, dra
 (a run still in progress shortens its group's curve). A run without config.json
 is a curve of its own. The points are the "eval" records, and the "final_eval"
 record (more episodes) where no "eval" exists at that step. Orphan records of
-crashed-and-resumed runs are dropped (tfrl.metrics.read_metrics).
+crashed-and-resumed runs are dropped (tfrl.run.metrics.read_metrics).
 Needs matplotlib: pip install 'tfrl[plot]'.
 """
 
@@ -95,7 +95,7 @@ def main(argv):
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
-    from tfrl.metrics import read_metrics  # imports TensorFlow (seconds): after the checks above
+    from tfrl.run.metrics import read_metrics  # imports TensorFlow (seconds): after the checks above
 
     groups: dict[str, dict] = {}
     for run_dir in run_dirs:

@@ -1,8 +1,8 @@
-"""The hardware flags of the commands (--device, --mixed_precision, --xla, ...): one per tfrl.runtime.RuntimeOptions
+"""The hardware flags of the commands (--device, --mixed_precision, --xla, ...): one per tfrl.hardware.runtime.RuntimeOptions
 field, defined from the field's name, type, default and the docstring under it, so the options are listed once.
 
 Plain string, integer and boolean flags (no DEFINE_enum: absl exits 1 on a bad enum value, and the commands exit 2
-with tfrl's message); the values are checked by tfrl.runtime.validate_options.
+with tfrl's message); the values are checked by tfrl.hardware.runtime.validate_options.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from absl import flags
 
 from tfrl import config as config_lib
-from tfrl.runtime import RuntimeOptions, option_types
+from tfrl.hardware.runtime import RuntimeOptions, option_types
 
 _DEFINE = {str: flags.DEFINE_string, int: flags.DEFINE_integer, bool: flags.DEFINE_boolean}
 

@@ -13,7 +13,7 @@ continues the interrupted run from its newest checkpoint, saying so (--new_run s
 --run_dir that holds a run with a different config is an error; one whose run is complete is left as it is,
 unless --hp=total_env_steps asks for more: then it trains on and exports again. --init_from=RUN_DIR|SAVED_MODEL
 starts a new run from another run's weights. At the end the greedy policy is exported as a SavedModel
-(tfrl.export): the last one, or with --hp=keep_best_policy=true the one of the best periodic evaluation.
+(tfrl.models.export): the last one, or with --hp=keep_best_policy=true the one of the best periodic evaluation.
 
 --strategy=multi_worker (docs/distributed.md): run the same command on every worker, each with its own
 TF_CONFIG. Only the chief writes --run_dir; each worker prints the SHA-256 of its final checkpoint's
@@ -33,7 +33,8 @@ import sys
 
 from absl import flags
 
-from tfrl import agents, cli, config as config_lib, envs, launch, presets, shutdown
+from tfrl import agents, cli, config as config_lib, envs, presets
+from tfrl.run import launch, shutdown
 from tfrl.commands import runtime_flags
 from tfrl.errors import UsageError
 
@@ -111,7 +112,7 @@ def request_from_flags() -> launch.TrainRequest:
 
 def take_saved_flags() -> None:
     """--resume: every flag not given on the command line takes the value of the run in --run_dir."""
-    from tfrl import runs
+    from tfrl.run import runs
 
     if not FLAGS.run_dir:
         raise UsageError("--resume needs --run_dir, the run to continue")
@@ -185,7 +186,7 @@ def report(result: launch.RunResult, prepared: launch.Prepared, stop: shutdown.S
           f"run_dir={run_dir if run_dir else 'none (not the chief)'}", flush=True)
     if result.variables_sha256 is not None:
         print(f"final checkpoint: task={result.task} variables_sha256={result.variables_sha256}", flush=True)
-    best = record.get("best")  # keep_best_policy runs (tfrl.best_policy)
+    best = record.get("best")  # keep_best_policy runs (tfrl.run.best_policy)
     if best is not None:
         selected = best["best_eval_return_mean"]  # None only if someone edited the best policy's JSON
         print(f"best policy: env step {best['best_env_step']} (periodic evaluation "
@@ -203,7 +204,7 @@ def report(result: launch.RunResult, prepared: launch.Prepared, stop: shutdown.S
 
 def help_text() -> str:
     return cli.flags_help(__doc__, [("Launcher flags", sys.modules[__name__]),
-                                    ("Hardware flags (tfrl.runtime)", runtime_flags)])
+                                    ("Hardware flags (tfrl.hardware.runtime)", runtime_flags)])
 
 
 def run():

@@ -156,7 +156,7 @@ def _path(value: str | None) -> pathlib.Path | None:
 
 def help_text() -> str:
     return cli.flags_help(__doc__, [("Tuning flags", sys.modules[__name__]),
-                                    ("Hardware flags of every trial (tfrl.runtime)", runtime_flags)])
+                                    ("Hardware flags of every trial (tfrl.hardware.runtime)", runtime_flags)])
 
 
 def run():

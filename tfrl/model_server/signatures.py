@@ -37,7 +37,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tfrl.model_server.errors import invalid_argument
 
 DEFAULT_SIGNATURE = "serving_default"
-# tfrl's exports (tfrl.policy_inputs' names; the server imports no tfrl code outside this package): a masked
+# tfrl's exports (tfrl.models.policy_inputs' names; the server imports no tfrl code outside this package): a masked
 # policy's mask input (1 = legal, 0 = illegal) and its flag output for a row whose mask allows no action.
 MASK_INPUT = "action_mask"
 NO_LEGAL_ACTION = "no_legal_action"

@@ -44,7 +44,7 @@ class Preset:
 
 _KEYS = {"agent", "env_ids", "description", "hparams"}
 # Runtime defaults a preset may choose (a flag given by the user wins): xla turns XLA on; cpu_bfloat16 picks
-# mixed_bfloat16 when the train step runs on a CPU with bfloat16 instructions (tfrl.launch).
+# mixed_bfloat16 when the train step runs on a CPU with bfloat16 instructions (tfrl.run.launch).
 _RUNTIME_KEYS = {"xla", "cpu_bfloat16"}
 
 

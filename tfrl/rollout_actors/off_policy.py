@@ -24,7 +24,7 @@ import numpy as np
 from tfrl.errors import UsageError
 from tfrl.rollout_actors import ActorSettings
 from tfrl.rollout_actors.pool import ActorPool, ShareWorker
-from tfrl.stepping import resume_seed
+from tfrl.envs.stepping import resume_seed
 
 
 ROLLOUT_ACTORS = "tfrl.rollout_actors.off_policy:RayTransitions"  # an AgentSpec's rollout_actors

@@ -34,7 +34,7 @@ from tfrl.agents.actor_critic.collection import collect_steps
 from tfrl.agents.actor_critic.rollout import RolloutStorage
 from tfrl.rollout_actors import ActorSettings
 from tfrl.rollout_actors.pool import ActorPool, ShareWorker
-from tfrl.stepping import resume_seed
+from tfrl.envs.stepping import resume_seed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +67,7 @@ class RolloutWorker(ShareWorker):
 
     def collect(self, mirror, obs_normalizer) -> dict[str, Any]:
         """One rollout acting with `mirror` (the learner's weights) on observations normalized by
-        `obs_normalizer` (a snapshot of the learner's: tfrl.normalization.CountingNormalizer or NoNormalization):
+        `obs_normalizer` (a snapshot of the learner's: tfrl.models.normalization.CountingNormalizer or NoNormalization):
         the step arrays, "last_value" (V(s_T) [size]), "counted" (the observation statistics it took in) and
         ShareWorker.end_round's."""
         self.begin_round()

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 from absl import logging
 
-from tfrl.stepping import EnvStepError, resume_seed
+from tfrl.envs.stepping import EnvStepError, resume_seed
 
 MAX_ATTEMPTS = 3  # failed rounds of one actor in a row before the run stops
 RESTART_TIMEOUT_S = 300.0  # for a restarted actor to be up (its process imports TensorFlow, maybe on a busy node)
@@ -204,7 +204,7 @@ class ActorPool:
             time.sleep(0.2)
 
     def resume_at(self, seed: int, env_step: int) -> None:
-        """A restored run continues at `env_step`: every actor on fresh episodes (tfrl.stepping.reset_for_resume)."""
+        """A restored run continues at `env_step`: every actor on fresh episodes (tfrl.envs.stepping.reset_for_resume)."""
         import ray
 
         self.env_step, self._in_flight = env_step, {}  # calls in flight, if any, end on episodes that are dropped

@@ -26,10 +26,11 @@ import time
 import warnings
 from typing import Any, Mapping
 
-from tfrl import agents, cli, launch
+from tfrl import agents, cli
+from tfrl.run import launch
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
-from tfrl.runtime import RuntimeOptions
+from tfrl.hardware.runtime import RuntimeOptions
 from tfrl.tuning import report, spaces, study as study_lib, trials
 
 optuna = LazyModule("optuna")

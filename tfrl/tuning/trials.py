@@ -27,15 +27,16 @@ import time
 from typing import Any, Mapping
 
 import tfrl
-from tfrl import config as config_lib, run_files
-from tfrl.callbacks import Callback
+from tfrl import config as config_lib
+from tfrl.run import run_files
+from tfrl.run.callbacks import Callback
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
-from tfrl.runtime import RuntimeOptions
+from tfrl.hardware.runtime import RuntimeOptions
 from tfrl.tuning import spaces
 
 keras = LazyModule("keras")
-numerics = LazyModule("tfrl.numerics")  # imports TensorFlow: not before a trial trains
+numerics = LazyModule("tfrl.models.numerics")  # imports TensorFlow: not before a trial trains
 optuna = LazyModule("optuna")
 
 OBJECTIVES = ("return", "return_per_s")

@@ -12,7 +12,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import networks, normalization, precision, runtime as runtime_lib
+from tfrl.hardware import precision, runtime as runtime_lib
+from tfrl.models import networks, normalization
 from tfrl.agents import train_step
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.actor_critic import learning as ac_learning, policy as ac_policy, recurrent
@@ -57,7 +58,7 @@ class A2CLearner:
     tf.train.Checkpoint of `checkpoint_items()` saves it.
 
     Under a tf.distribute strategy (runtime.strategy) the variables are mirrored, and each update splits the
-    worker's rollout across its replicas (tfrl.distribute).
+    worker's rollout across its replicas (tfrl.hardware.distribute).
     """
 
     def __init__(self, config: A2CConfig, env: EnvInfo, runtime: runtime_lib.Runtime, seed: int = 0):

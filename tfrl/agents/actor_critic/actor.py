@@ -1,6 +1,6 @@
 """Actor-critic acting (A2C, PPO): samples from the policy of a NumPy mirror of the actor-critic network. Never exported.
 
-The mirror (`tfrl.numpy_networks.NumpyActorCritic`) is refreshed with the weights each
+The mirror (`tfrl.models.numpy_networks.NumpyActorCritic`) is refreshed with the weights each
 train call returns, so acting makes no TF call.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from tfrl.agents.actor_critic.heads import masked_logits_numpy
-from tfrl.numpy_networks import NumpyActorCritic
-from tfrl.observations import legal_actions
+from tfrl.models.numpy_networks import NumpyActorCritic
+from tfrl.envs.observations import legal_actions
 
 
 def policy_at(mirror: NumpyActorCritic, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -10,7 +10,7 @@ which also returns the weights that refresh the mirror. That is 1 / (num_envs * 
 env step.
 
 With normalize_observations, the rollout holds observations normalized by the running statistics of their
-vector step (tfrl.normalization); with normalize_rewards, rewards scaled by the running std of the return.
+vector step (tfrl.models.normalization); with normalize_rewards, rewards scaled by the running std of the return.
 
 Its share of a checkpoint, always taken between updates: the actor's RNG state, the log interval's train metrics
 so far (tfrl.agents.interval_means) and the reward scaler's statistics (the rollout storage is empty between
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
-from tfrl import networks, normalization
+from tfrl.models import networks, normalization
 from tfrl.agents.actor_critic import policy as ac_policy
 from tfrl.agents.actor_critic import recurrent
 from tfrl.agents.actor_critic.actor import ActorCriticActor, RecurrentActor
@@ -33,7 +33,7 @@ from tfrl.agents.actor_critic.rollout import Rollout, RolloutStorage
 from tfrl.agents.core import rng_state, set_rng_state
 from tfrl.agents.interval_means import IntervalMeans
 from tfrl.envs import EnvInfo, VectorStepper
-from tfrl.policy_memory import StatefulPolicy
+from tfrl.models.policy_memory import StatefulPolicy
 
 if TYPE_CHECKING:  # the type only: Ray loads with --actors
     from tfrl.rollout_actors.on_policy import RayRollouts
@@ -96,7 +96,7 @@ class ActorCriticAgent:
     @property
     def greedy(self):
         """The evaluated policy (frozen statistics: its observations are not counted); with memory, a
-        tfrl.policy_memory.StatefulPolicy."""
+        tfrl.models.policy_memory.StatefulPolicy."""
         if not self.state_size:
             return self._greedy_without_memory
         return StatefulPolicy(lambda obs, state: self.actor.greedy_step(self._obs_normalizer(obs), state),

@@ -19,7 +19,7 @@ from tfrl.envs import VectorStepper
 def collect_steps(env: VectorStepper, actor, obs_normalizer, head, storage: RolloutStorage) -> np.ndarray:
     """Fills storage's T steps from env; returns V(s_T) [N], the value of the observation after the last step.
 
-    actor: an ActorCriticActor (or RecurrentActor); obs_normalizer: tfrl.normalization's, counting each
+    actor: an ActorCriticActor (or RecurrentActor); obs_normalizer: tfrl.models.normalization's, counting each
     observation it normalizes; head: the policy head (env_action).
     """
     for t in range(storage.rollout_length):

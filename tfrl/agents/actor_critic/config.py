@@ -35,7 +35,7 @@ class ActorCriticConfig(LoopConfig):
     gae_lambda: float = 1.0
     """GAE lambda (Schulman et al. 2016); 1.0 = plain n-step returns bootstrapped at the rollout's end."""
     torso: str = "auto"
-    """What reads the observations (tfrl.networks): auto (a CNN for HWC uint8 images, else mlp), mlp, nature_cnn
+    """What reads the observations (tfrl.models.networks): auto (a CNN for HWC uint8 images, else mlp), mlp, nature_cnn
     or minatar_cnn. A CNN is shared by the policy and the value."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Units of each hidden Dense layer, of each torso (policy and value) when they are separate. With lstm_units
@@ -72,12 +72,12 @@ class ActorCriticConfig(LoopConfig):
     normalize_advantage: bool = False
     """Standardize advantages to zero mean, unit std within each gradient step's batch."""
     normalize_observations: bool = False
-    """Normalize observations by their running mean and std (SB3's VecNormalize; tfrl.normalization), frozen at
+    """Normalize observations by their running mean and std (SB3's VecNormalize; tfrl.models.normalization), frozen at
     evaluation and inside the export."""
     observation_clip: float = 10.0
     """Normalized observations are clipped to [-observation_clip, observation_clip]."""
     normalize_rewards: bool = False
-    """Divide training rewards by the running std of the discounted return (tfrl.normalization)."""
+    """Divide training rewards by the running std of the discounted return (tfrl.models.normalization)."""
     reward_clip: float = 10.0
     """Scaled rewards are clipped to [-reward_clip, reward_clip]."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfrl.env_info import EnvInfo
+from tfrl.envs.env_info import EnvInfo
 from tfrl.lazy_import import LazyModule
 
 tf = LazyModule("tensorflow")

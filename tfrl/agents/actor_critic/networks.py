@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import keras
 
-from tfrl import networks
+from tfrl.models import networks
 from tfrl.agents.actor_critic import recurrent
 from tfrl.agents.actor_critic.config import ActorCriticConfig
 from tfrl.agents.actor_critic.heads import (  # noqa: F401 - their names here too

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfrl import networks, normalization
+from tfrl.models import networks, normalization
 from tfrl.agents.actor_critic import recurrent
 from tfrl.agents.actor_critic.config import ActorCriticConfig
 from tfrl.agents.actor_critic.networks import GaussianHead, MultiCategoricalHead, make_head, make_network
 from tfrl.envs import EnvInfo
-from tfrl.export import ServingPolicy
+from tfrl.models.export import ServingPolicy
 
 NETWORK_KEY = "network"  # the network's key in the A2C and PPO learners' checkpoint_items() and the serving policy's
 
@@ -62,7 +62,7 @@ def serving_policy(config: ActorCriticConfig, env: EnvInfo, network=None, obs_no
     """The greedy policy of `network` (behind `obs_normalization` when config.normalize_observations), or of fresh
     ones to restore from a training checkpoint.
 
-    NETWORK_KEY and tfrl.normalization.CHECKPOINT_KEY are their keys in the A2C and PPO learners' checkpoint_items().
+    NETWORK_KEY and tfrl.models.normalization.CHECKPOINT_KEY are their keys in the A2C and PPO learners' checkpoint_items().
     """
     head = make_head(env)
     if network is None:

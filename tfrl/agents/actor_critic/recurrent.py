@@ -23,14 +23,14 @@ from typing import Sequence
 
 import numpy as np
 
-from tfrl import numpy_networks
+from tfrl.models import numpy_networks
 from tfrl.lazy_import import LazyModule
-from tfrl.observations import ObsSpec
+from tfrl.envs.observations import ObsSpec
 
 # The network and its graph forward passes use Keras and TensorFlow; NumpyRecurrentActorCritic, which a rollout
 # actor receives, must not load them.
 keras = LazyModule("keras")
-networks = LazyModule("tfrl.networks")
+networks = LazyModule("tfrl.models.networks")
 tf = LazyModule("tensorflow")
 
 STATE_INPUT = "state"  # the step network's and the export's state input (and output) name
@@ -42,7 +42,7 @@ def branches(shared_torso: bool) -> tuple[str, ...]:
 
 
 def torso_prefixes(shared_torso: bool) -> tuple[str, ...]:
-    """The torsos' Dense layer name prefixes (tfrl.networks.dense_chain), in the order of branches()."""
+    """The torsos' Dense layer name prefixes (tfrl.models.networks.dense_chain), in the order of branches()."""
     return ("torso",) if shared_torso else ("policy_torso", "value_torso")
 
 
@@ -68,7 +68,7 @@ def recurrent_actor_critic_network(observations: ObsSpec, num_policy_params: int
                                    log_std_init: float = 0.0) -> keras.Model:
     """[observation, state [B, S]] -> (policy params [B, P], value [B], next state [B, S]), float32.
 
-    The torsos and heads are those of tfrl.networks.actor_critic_network (same names and initialization); an
+    The torsos and heads are those of tfrl.models.networks.actor_critic_network (same names and initialization); an
     LSTMCell of lstm_units (float32 under every precision: the state crosses the export) sits after each torso
     (hidden_sizes may be empty: the LSTM reads the observation features), followed by Dense layers of
     post_lstm_sizes (<torso prefix>_post_<i>, initialized as the torso's) before the head.
@@ -240,7 +240,7 @@ class NumpyRecurrentActorCritic:
 
 class GraphStep:
     """The step network's forward pass as one TF call per batch: the acting stand-in for a recurrent network with
-    convolutions (as tfrl.networks.GraphForward). It reads the learner's variables: `update` has nothing to copy."""
+    convolutions (as tfrl.models.networks.GraphForward). It reads the learner's variables: `update` has nothing to copy."""
 
     def __init__(self, model: keras.Model):
         obs_input = model.input[0]

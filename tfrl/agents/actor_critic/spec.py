@@ -6,7 +6,7 @@ from __future__ import annotations
 from tfrl import memory
 from tfrl.config import field_torsos
 from tfrl.errors import UsageError
-from tfrl.policy_inputs import STATE_NAME, input_name
+from tfrl.models.policy_inputs import STATE_NAME, input_name
 
 ROLLOUT_ACTORS = "tfrl.rollout_actors.on_policy:RayRollouts"  # --actors
 

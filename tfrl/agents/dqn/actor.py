@@ -1,12 +1,12 @@
 """DQN acting: epsilon-greedy over a NumPy mirror of the online network, among the legal actions where the env
-masks them (tfrl.observations). Never exported."""
+masks them (tfrl.envs.observations). Never exported."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from tfrl.agents.dqn.config import DQNConfig
-from tfrl.observations import legal_actions
+from tfrl.envs.observations import legal_actions
 from tfrl.replay import NStepBuilder
 from tfrl.schedules import Schedule
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 
-from tfrl import networks
+from tfrl.models import networks
 from tfrl.agents.core import rng_state, set_rng_state
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.actor import DQNActing, epsilon_schedule
@@ -26,11 +26,11 @@ from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.agents.interval_means import IntervalMeans
 from tfrl.agents.off_policy.training import ReplayTraining, check_first_batch, collect_transitions
-from tfrl.deadlines import next_deadline
+from tfrl.run.deadlines import next_deadline
 from tfrl.envs import EnvInfo, VectorStepper
-from tfrl.frame_replay import FrameStackReplay
-from tfrl.normalization import NoNormalization
-from tfrl.prioritized_replay import PrioritizedReplay
+from tfrl.replay.frames import FrameStackReplay
+from tfrl.models.normalization import NoNormalization
+from tfrl.replay.prioritized import PrioritizedReplay
 from tfrl.replay import UniformReplay
 from tfrl.schedules import Schedule
 
@@ -44,7 +44,7 @@ def importance_sampling_beta(env_step: int, config: DQNConfig) -> float:
 
 
 def _make_replay(config: DQNConfig, env: EnvInfo, seed: int):
-    """Uniform or prioritized; for frame-stacked observations, over frame refs (tfrl.frame_replay)."""
+    """Uniform or prioritized; for frame-stacked observations, over frame refs (tfrl.replay.frames)."""
     stacked = env.frame_stack > 0
     observations = env.observations
     obs_shape, obs_dtype = ((), np.int64) if stacked else (observations.row_shape, observations.numpy_dtype)

@@ -33,7 +33,7 @@ class DQNConfig(OffPolicyConfig):
     max_grad_norm: float = 10.0
 
     torso: str = "auto"
-    """What reads the observations (tfrl.networks): auto (a CNN for HWC uint8 images, else mlp), mlp, nature_cnn
+    """What reads the observations (tfrl.models.networks): auto (a CNN for HWC uint8 images, else mlp), mlp, nature_cnn
     or minatar_cnn."""
     dueling: bool = False
     """Dueling head (Wang et al. 2016): Q = V + A - mean(A)."""
@@ -54,7 +54,7 @@ class DQNConfig(OffPolicyConfig):
     """Fraction of total_env_steps over which epsilon falls linearly from start to end."""
     prioritized_replay: bool = False
     """Sample transitions in proportion to their last |TD error| (Schaul et al. 2016, proportional; see
-    tfrl.prioritized_replay), with importance-sampling weights on the loss."""
+    tfrl.replay.prioritized), with importance-sampling weights on the loss."""
     priority_exponent: float = 0.6
     """alpha: P(i) is proportional to priority_i^alpha (0 = uniform). Prioritized replay only."""
     importance_sampling_start: float = 0.4

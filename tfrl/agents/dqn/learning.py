@@ -6,7 +6,7 @@ Notation (Acme's): tm1 = "t minus 1", the transition's first step; t = its last.
     a* = argmax_a Q_online(obs_t, a)   (double DQN)  or  argmax_a Q_target(obs_t, a)
     loss = mean_B huber(target - q_tm1[a_tm1])
 discount_t already holds gamma^n and the termination mask (see tfrl.replay). Where the env masks actions
-(tfrl.observations), a* and the max range over obs_t's legal actions.
+(tfrl.envs.observations), a* and the max range over obs_t's legal actions.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import networks, numerics, precision, runtime as runtime_lib
+from tfrl.hardware import precision, runtime as runtime_lib
+from tfrl.models import networks, numerics
 from tfrl.agents import train_step
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.core import LearnerUpdate
@@ -84,7 +85,7 @@ class DQNLearner:
     tf.train.Checkpoint of `checkpoint_items()` saves it.
 
     Under a tf.distribute strategy (runtime.strategy) the variables are mirrored, and each gradient step
-    splits the worker's batch of `batch_size` transitions across its replicas (tfrl.distribute).
+    splits the worker's batch of `batch_size` transitions across its replicas (tfrl.hardware.distribute).
     """
 
     def __init__(self, config: DQNConfig, env: EnvInfo, runtime: runtime_lib.Runtime, seed: int = 0):
@@ -127,7 +128,7 @@ class DQNLearner:
                              "error, and the replicas return their mean")
 
     def sync_target_networks(self) -> None:
-        """Target network := online network, after the online one was loaded from elsewhere (tfrl.warm_start)."""
+        """Target network := online network, after the online one was loaded from elsewhere (tfrl.run.warm_start)."""
         self.target.set_weights(self.online.get_weights())
 
     def checkpoint_items(self) -> dict:

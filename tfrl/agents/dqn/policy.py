@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfrl import networks
+from tfrl.models import networks
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
-from tfrl.export import ServingPolicy
+from tfrl.models.export import ServingPolicy
 
 ONLINE_KEY = "online"  # the online Q-network's key in DQNLearner.checkpoint_items() and in the serving policy's
 

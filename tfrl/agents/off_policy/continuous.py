@@ -7,7 +7,7 @@ gets them rescaled to its Box. Before learning_starts env steps, actions are uni
 Noise the learner's step needs (SAC's sampled actions, TD3's target smoothing) is drawn here, in NumPy, and goes
 in with the batch, so a train call is a pure function of its inputs. With normalize_observations the replay keeps
 raw observations; acting counts each one in the running statistics and each sampled batch is normalized with
-the statistics of its train call (tfrl.normalization).
+the statistics of its train call (tfrl.models.normalization).
 
 A subclass says how it explores (EXPLORER), what its greedy action is (`greedy_squashed`), which noise its
 batches carry (NOISE_FIELDS, in BATCH) and how it builds its mirror and serving policy. Its share of a checkpoint: the

@@ -16,10 +16,10 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from tfrl import distribute
+from tfrl.hardware import distribute
 from tfrl.agents.core import LearnerUpdate
 from tfrl.agents.off_policy.config import OffPolicyConfig
-from tfrl.deadlines import next_deadline
+from tfrl.run.deadlines import next_deadline
 from tfrl.envs import VectorStepper
 
 

@@ -26,7 +26,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import networks, normalization, numerics, precision, runtime as runtime_lib, schedules
+from tfrl import schedules
+from tfrl.hardware import precision, runtime as runtime_lib
+from tfrl.models import networks, normalization, numerics
 from tfrl.agents import train_step
 from tfrl.agents.actor_critic import learning as ac_learning, policy as ac_policy, recurrent
 from tfrl.agents.actor_critic.networks import make_head, make_network
@@ -87,7 +89,7 @@ class PPOLearner:
     tf.train.Checkpoint of `checkpoint_items()` saves it; `updates` also keys the minibatch shuffles.
 
     Under a tf.distribute strategy (runtime.strategy) the variables are mirrored, and each minibatch step
-    splits the worker's minibatch across its replicas (tfrl.distribute). Each worker shuffles its own rollout
+    splits the worker's minibatch across its replicas (tfrl.hardware.distribute). Each worker shuffles its own rollout
     (with its own seed), and all take the same number of minibatch steps, so the all-reduces stay in step.
     """
 

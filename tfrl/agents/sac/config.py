@@ -27,7 +27,7 @@ class SACConfig(OffPolicyConfig):
     target_entropy: float | None = None
     """Entropy the temperature steers towards, in nats; None = -(action dimensions), the papers' default."""
     normalize_observations: bool = False
-    """Normalize observations by their running mean and std (tfrl.normalization): the replay keeps raw ones and
+    """Normalize observations by their running mean and std (tfrl.models.normalization): the replay keeps raw ones and
     each sampled batch is normalized with the statistics of its train call, as SB3 does; frozen at evaluation
     and inside the export."""
     observation_clip: float = 10.0

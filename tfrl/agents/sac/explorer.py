@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfrl.agents.sac.config import SACConfig
-from tfrl.numpy_networks import NumpySquashedActor
+from tfrl.models.numpy_networks import NumpySquashedActor
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # SB3's bounds on the actor's log std (the learner's and the export's too)
 

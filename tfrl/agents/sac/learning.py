@@ -1,4 +1,4 @@
-"""SAC: the losses and the learner, K gradient steps per TF call (the networks are tfrl.networks').
+"""SAC: the losses and the learner, K gradient steps per TF call (the networks are tfrl.models.networks').
 
 Actions live in [-1, 1]^D inside the agent (the env gets them rescaled to its Box). The actor is a tanh-squashed
 Gaussian with a state-dependent mean and log std (clipped to [-20, 2], as SB3):
@@ -32,7 +32,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import networks, normalization, precision, runtime as runtime_lib
+from tfrl.hardware import precision, runtime as runtime_lib
+from tfrl.models import networks, normalization
 from tfrl.agents import train_step
 from tfrl.agents.core import LearnerUpdate
 from tfrl.agents.sac.config import SACConfig
@@ -132,7 +133,7 @@ class SACLearner:
         train_step.Placement(runtime).check_batch_split("batch_size", config.batch_size)
 
     def sync_target_networks(self) -> None:
-        """Target Q-networks := Q-networks, after weights were loaded from elsewhere (tfrl.warm_start)."""
+        """Target Q-networks := Q-networks, after weights were loaded from elsewhere (tfrl.run.warm_start)."""
         for target, critic in zip(self.targets, self.critics):
             target.set_weights(critic.get_weights())
 

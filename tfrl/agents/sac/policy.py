@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfrl import networks, normalization
+from tfrl.models import networks, normalization
 from tfrl.agents.off_policy.continuous import to_env_action
 from tfrl.agents.sac.config import SACConfig
 from tfrl.agents.sac.explorer import LOG_STD_MAX, LOG_STD_MIN  # noqa: F401 - tfrl.agents.sac.policy's too
 from tfrl.envs import EnvInfo
-from tfrl.export import ServingPolicy
+from tfrl.models.export import ServingPolicy
 
 ACTOR_KEY = "actor"  # the actor's key in SACLearner.checkpoint_items() and in the serving policy's
 
@@ -31,7 +31,7 @@ def greedy_outputs(actor, env: EnvInfo):
 
 def serving_policy(config: SACConfig, env: EnvInfo, actor=None, obs_normalization=None) -> ServingPolicy:
     """The greedy policy of `actor` (behind `obs_normalization` when config.normalize_observations), or of fresh
-    ones to restore from a training checkpoint (ACTOR_KEY and tfrl.normalization.CHECKPOINT_KEY are their keys in
+    ones to restore from a training checkpoint (ACTOR_KEY and tfrl.models.normalization.CHECKPOINT_KEY are their keys in
     SACLearner.checkpoint_items())."""
     if actor is None:
         actor = networks.squashed_gaussian_actor(env.observations, env.action_size, config.hidden_sizes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfrl import networks
+from tfrl.models import networks
 from tfrl.agents.off_policy.continuous import ContinuousAgent
 from tfrl.agents.td3 import policy as td3_policy
 from tfrl.agents.td3.config import TD3Config

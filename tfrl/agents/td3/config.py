@@ -29,7 +29,7 @@ class TD3Config(OffPolicyConfig):
     target_noise_clip: float = 0.5
     """The smoothing noise is clipped to [-target_noise_clip, target_noise_clip] before it is added."""
     normalize_observations: bool = False
-    """Normalize observations by their running mean and std (tfrl.normalization), as SAC does."""
+    """Normalize observations by their running mean and std (tfrl.models.normalization), as SAC does."""
     observation_clip: float = 10.0
     """Normalized observations are clipped to [-observation_clip, observation_clip]."""
 

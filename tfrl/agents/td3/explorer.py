@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfrl.agents.td3.config import TD3Config
-from tfrl.numpy_networks import NumpyDeterministicActor
+from tfrl.models.numpy_networks import NumpyDeterministicActor
 
 
 class GaussianNoiseExplorer:

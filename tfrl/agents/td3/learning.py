@@ -1,4 +1,4 @@
-"""TD3: the losses and the learner, K gradient steps per TF call (the networks are tfrl.networks').
+"""TD3: the losses and the learner, K gradient steps per TF call (the networks are tfrl.models.networks').
 
 Actions live in [-1, 1]^D inside the agent (the env gets them rescaled to its Box); the actor is deterministic,
 a = tanh(...). One gradient step n (counted from 1 over the run), as SB3's TD3:
@@ -23,7 +23,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl import networks, normalization, precision, runtime as runtime_lib
+from tfrl.hardware import precision, runtime as runtime_lib
+from tfrl.models import networks, normalization
 from tfrl.agents import train_step
 from tfrl.agents.core import LearnerUpdate
 from tfrl.agents.td3.config import TD3Config

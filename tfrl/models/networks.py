@@ -1,0 +1,307 @@
+"""Keras 3 networks, and a NumPy mirror of them for acting.
+
+Acting happens once per vector step; a TF call has a fixed overhead many times
+larger than a NumPy forward pass of a small MLP (docs/benchmarks.md). So the
+actor runs a NumPy mirror (tfrl.models.numpy_networks, read from the model's layers), refreshed
+with the learner's weights after every train call, and the Keras model stays the
+single definition that is trained and exported. Every network of every agent is
+built here.
+A convolutional torso is the exception: its forward pass costs more in NumPy than a
+TF call, so its actor calls the live Keras model (`GraphForward`).
+
+Torsos (the `torso` hyperparameter; "auto" picks a CNN for HWC uint8 images):
+    mlp          flatten, then the Dense layers of hidden_sizes
+    nature_cnn   Mnih et al. 2015: conv 32 8x8 stride 4, 64 4x4 stride 2, 64 3x3 stride 1, ReLU (84x84 Atari frames)
+    minatar_cnn  Young & Tian 2019: conv 16 3x3 stride 1, ReLU (10x10 MinAtar boards, and other small images)
+A CNN is followed by the Dense layers of hidden_sizes (Nature DQN: [512]). uint8 observations enter the network
+as they are and are scaled to [0, 1] inside it, so the exported SavedModel takes uint8 images too.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tfrl import config as config_lib
+from tfrl.envs.observations import MASK_KEY, Field, ObsSpec
+from tfrl.models.policy_inputs import NO_LEGAL_ACTION
+from tfrl.models.numpy_networks import (  # noqa: F401 - the mirrors' names here too
+    NumpyActorCritic, NumpyDeterministicActor, NumpyMirror, NumpyQNetwork, NumpySquashedActor, numpy_input)
+
+LAYER_INITS = ("glorot", "torch")
+
+
+def observation_input(obs: Sequence[int] | ObsSpec, obs_dtype: str, torso: str, kernel_init=None):
+    """(the Keras Input(s), the features they give). obs: the observations' shape, or their ObsSpec.
+
+    One array: uint8 scaled to [0, 1], then the CNN's convolutions (torso, resolved by config.field_torsos) and a
+    flatten, or a flatten alone (MLP). Dict observations: one Input per field the networks read (named by its
+    key), each read that way (a CNN for image fields), their features concatenated in the fields' order.
+    kernel_init(fan_in): the convolutions' initializer kwargs.
+    """
+    spec = obs if isinstance(obs, ObsSpec) else ObsSpec.flat(obs, obs_dtype)
+    torsos = config_lib.field_torsos(torso, spec)
+    if not spec.structured:
+        field = spec.fields[0]
+        return _field_features(field, torsos[field.key], kernel_init, prefix="")
+    inputs, features = {}, []
+    for field in spec.inputs:
+        inputs[field.key], x = _field_features(field, torsos[field.key], kernel_init,
+                                               prefix=f"{layer_name(field.key)}_")
+        features.append(x)
+    return inputs, keras.layers.Concatenate(name="features")(features) if len(features) > 1 else features[0]
+
+
+def _field_features(field: Field, torso: str, kernel_init, prefix: str):
+    obs = keras.Input(shape=field.shape, name=field.key, dtype=field.dtype)
+    x = keras.layers.Rescaling(1.0 / 255.0, name=f"{prefix}scale")(obs) if field.dtype == "uint8" else obs
+    for i, (filters, size, stride) in enumerate(config_lib.CONVOLUTIONS.get(torso, ())):
+        fan_in = size * size * x.shape[-1]
+        x = keras.layers.Conv2D(filters, size, stride, activation="relu", name=f"{prefix}conv_{i}",
+                                **(kernel_init(fan_in) if kernel_init else {}))(x)
+    if len(x.shape) > 2 or prefix:
+        x = keras.layers.Flatten(name=f"{prefix}flatten")(x)
+    return obs, x
+
+
+def layer_name(key: str) -> str:
+    """A field's key as part of a layer's name (Keras allows no "/" there)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", key)
+
+
+def dense_initializers(layer_init: str, fan_in: int, gain: float = 1.0) -> dict:
+    """Dense kwargs of a layer init scheme:
+    glorot      Keras' default: kernel U(+-sqrt(6 / (fan_in + fan_out))), bias 0
+    orthogonal  OpenAI baselines' and SB3's ortho_init: an orthogonal kernel scaled by `gain`, bias 0
+    torch       PyTorch's nn.Linear default (SB3's DQN, whose Q-network keeps it, and SB3's actor-critics with
+                ortho_init=False): kernel and bias U(+-1/sqrt(fan_in))
+    """
+    if layer_init == "glorot":
+        return {}
+    if layer_init == "orthogonal":
+        return {"kernel_initializer": keras.initializers.Orthogonal(gain=gain)}
+    bound = 1.0 / np.sqrt(fan_in)
+    # VarianceScaling(1/3, fan_in, uniform) draws U(+-sqrt(3 * (1/3) / fan_in)) = U(+-1/sqrt(fan_in)).
+    return {"kernel_initializer": keras.initializers.VarianceScaling(1.0 / 3.0, "fan_in", "uniform"),
+            "bias_initializer": keras.initializers.RandomUniform(-bound, bound)}
+
+
+def mlp_torso(inputs, hidden_sizes: Sequence[int], activation: str, name: str = "torso", layer_init: str = "glorot"):
+    x = inputs
+    for i, units in enumerate(hidden_sizes):
+        x = keras.layers.Dense(units, activation=activation, name=f"{name}_{i}",
+                               **dense_initializers(layer_init, x.shape[-1]))(x)
+    return x
+
+
+def q_network(obs_shape: Sequence[int] | ObsSpec, num_actions: int, hidden_sizes: Sequence[int],
+              dueling: bool = False, name: str = "q_network", layer_init: str = "glorot",
+              obs_dtype: str = "float32", torso: str = "mlp") -> keras.Model:
+    """obs [B, *obs_shape] -> Q-values [B, num_actions], always float32 (also under a mixed precision policy).
+    torso: a resolved one (resolved_torso)."""
+    obs, x = observation_input(obs_shape, obs_dtype, torso, lambda fan_in: dense_initializers(layer_init, fan_in))
+    x = mlp_torso(x, hidden_sizes, "relu", layer_init=layer_init)
+    def head():  # fresh initializers for each layer: a Keras initializer draws the same values at every call
+        return dense_initializers(layer_init, x.shape[-1])
+
+    if dueling:
+        # Wang et al. 2016, eq. 9: subtracting the mean advantage makes V and A identifiable.
+        value = keras.layers.Dense(1, name="value_head", dtype="float32", **head())(x)  # [B, 1]
+        advantage = keras.layers.Dense(num_actions, name="advantage_head", dtype="float32", **head())(x)  # [B, A]
+        q = value + advantage - keras.ops.mean(advantage, axis=-1, keepdims=True)
+    else:
+        q = keras.layers.Dense(num_actions, name="q_head", dtype="float32", **head())(x)
+    return keras.Model(obs, q, name=name)
+
+
+def acts_in_numpy(model: keras.Model) -> bool:
+    """Whether the NumPy mirrors can run `model`: Dense layers only (no convolutions)."""
+    return not any(isinstance(layer, keras.layers.Conv2D) for layer in model.layers)
+
+
+def model_inputs(model: keras.Model, obs: np.ndarray):
+    """What `model` takes for a batch in tfrl's form: the array, or {key: field} of a structured batch."""
+    if isinstance(model.input, dict):
+        return {key: obs[key] for key in model.input}
+    return obs
+
+
+def network_input(obs):
+    """What a network reads of a batch of observations: the tensor, or a Dict observation's fields but the mask."""
+    if isinstance(obs, dict):
+        return {key: value for key, value in obs.items() if key != MASK_KEY}
+    return obs
+
+
+def legal_mask(obs):
+    """bool [..., A]: a Dict observation's action mask (1 = legal), None for observations without one."""
+    if isinstance(obs, dict) and MASK_KEY in obs:
+        return tf.cast(obs[MASK_KEY], tf.bool)
+    return None
+
+
+def greedy_scores(obs, scores, part_sizes=()):
+    """(scores [B, A] with the mask's illegal entries at float32's lowest, the export's extra outputs).
+
+    The extra outputs: {NO_LEGAL_ACTION: bool [B]}, true where the mask allows no action (for a multi-part action,
+    part_sizes: in some part). Such a row has no right answer: its "action" is whatever argmax gives (0), and the
+    loaders and tfrl-serve refuse the request; TF Serving returns it with this flag. {} without a mask.
+    """
+    legal = legal_mask(obs)
+    if legal is None:
+        return scores, {}
+    parts = tf.split(legal, list(part_sizes), axis=-1) if part_sizes else [legal]
+    none_legal = tf.reduce_any(tf.stack([tf.logical_not(tf.reduce_any(part, axis=-1)) for part in parts], -1), -1)
+    return tf.where(legal, scores, tf.float32.min), {NO_LEGAL_ACTION: none_legal}
+
+
+def rows_at(obs, index):
+    """obs[index] of a tensor, or of each field of a Dict observation."""
+    return tf.nest.map_structure(lambda tensor: tensor[index], obs)
+
+
+def merge_leading(obs):
+    """[K, B, ...] -> [K * B, ...], of a tensor or of each field of a Dict observation."""
+    return tf.nest.map_structure(lambda tensor: tf.reshape(tensor, [-1, *tensor.shape[2:]]), obs)
+
+
+class GraphForward:
+    """The forward pass of a live Keras model, one TF call per batch, as the NumPy mirrors' stand-in for models
+    with convolutions. It reads the learner's variables: `update` has nothing to copy."""
+
+    def __init__(self, model: keras.Model):
+        self._model = model
+        spec = tf.nest.map_structure(lambda x: tf.TensorSpec([None, *x.shape[1:]], x.dtype), model.input)
+        self._forward = tf.function(lambda obs: model(obs), input_signature=[spec]).get_concrete_function()
+
+    def update(self, values: Sequence[np.ndarray]) -> None:
+        del values
+
+    def __call__(self, obs: np.ndarray):
+        out = self._forward(tf.nest.map_structure(tf.constant, model_inputs(self._model, obs)))
+        return tuple(o.numpy() for o in out) if isinstance(out, (tuple, list)) else out.numpy()
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        """An actor-critic model's V(obs) [N]."""
+        return self(obs)[1]
+
+
+def acting_network(model: keras.Model, numpy_mirror):
+    """numpy_mirror(model) (NumpyQNetwork, NumpyActorCritic) when the model has no convolutions, else GraphForward."""
+    return numpy_mirror(model) if acts_in_numpy(model) else GraphForward(model)
+
+
+def acting_variables(model: keras.Model) -> list:
+    """What a train call returns for the actor: the trainable variables its NumPy mirror copies, none for a
+    model the actor calls live (GraphForward)."""
+    return list(model.trainable_variables) if acts_in_numpy(model) else []
+
+
+class AppendLogStd(keras.layers.Layer):
+    """mean [B, D] -> [mean, log_std] [B, 2D]: a Gaussian policy's state-independent log std, one trainable
+    variable (initialized to log_std_init: 0, a standard deviation of 1, as SB3)."""
+
+    def __init__(self, size: int, log_std_init: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.size, self.log_std_init = size, log_std_init
+
+    def build(self, input_shape):
+        self.log_std = self.add_weight(shape=(self.size,), name="log_std",
+                                       initializer=keras.initializers.Constant(self.log_std_init))
+
+    def call(self, mean):
+        return keras.ops.concatenate([mean, keras.ops.broadcast_to(self.log_std, keras.ops.shape(mean))], axis=-1)
+
+
+def actor_critic_network(obs_shape: Sequence[int] | ObsSpec, num_policy_params: int, hidden_sizes: Sequence[int],
+                         activation: str = "tanh", shared_torso: bool = False, gaussian: bool = False,
+                         name: str = "actor_critic", obs_dtype: str = "float32", torso: str = "mlp",
+                         layer_init: str = "orthogonal", log_std_init: float = 0.0) -> keras.Model:
+    """obs [B, *obs_shape] -> (policy params [B, num_policy_params], value [B]), both float32 under every policy.
+
+    The policy params are whatever the policy head reads (the logits [B, A] of a
+    categorical head; with `gaussian`, the mean [B, D] and a state-independent log std,
+    num_policy_params = 2D). With `shared_torso` one MLP ("torso_i") feeds both heads;
+    otherwise the policy and the value have their own ("policy_torso_i",
+    "value_torso_i"), as SB3's default `net_arch=dict(pi=[64, 64], vf=[64, 64])`.
+
+    A CNN torso (torso, resolved) is always shared by both heads, as in SB3's CnnPolicy; the Dense layers
+    after it follow shared_torso.
+
+    Initialization (layer_init) as in OpenAI baselines / SB3 (`ortho_init=True`): orthogonal
+    kernels with gain sqrt(2) in the torsos, 0.01 for the policy head (a near-uniform
+    first policy) and 1 for the value head; zero biases. "torch": PyTorch's defaults, as SB3's
+    `ortho_init=False`. A Gaussian policy's log std starts at log_std_init.
+    """
+    obs, x = observation_input(obs_shape, obs_dtype, torso,
+                               lambda fan_in: dense_initializers(layer_init, fan_in, np.sqrt(2.0)))
+    if shared_torso:
+        policy_latent = value_latent = dense_chain(x, hidden_sizes, activation, "torso", layer_init)
+    else:
+        policy_latent = dense_chain(x, hidden_sizes, activation, "policy_torso", layer_init)
+        value_latent = dense_chain(x, hidden_sizes, activation, "value_torso", layer_init)
+    policy_params, value = actor_critic_heads(policy_latent, value_latent, num_policy_params, gaussian, layer_init,
+                                              log_std_init)
+    return keras.Model(obs, (policy_params, value), name=name)
+
+
+def dense_chain(inputs, hidden_sizes: Sequence[int], activation: str, prefix: str, layer_init: str = "orthogonal"):
+    """An actor-critic torso: Dense layers <prefix>_<i>, orthogonal kernels with gain sqrt(2) (layer_init)."""
+    h = inputs
+    for i, units in enumerate(hidden_sizes):
+        h = keras.layers.Dense(units, activation=activation, name=f"{prefix}_{i}",
+                               **dense_initializers(layer_init, h.shape[-1], np.sqrt(2.0)))(h)
+    return h
+
+
+def actor_critic_heads(policy_latent, value_latent, num_policy_params: int, gaussian: bool,
+                       layer_init: str = "orthogonal", log_std_init: float = 0.0):
+    """(policy params [B, P], value [B]), float32: "policy_head" (gain 0.01; with `gaussian` the mean, followed by
+    the state-independent "log_std", from log_std_init) and "value_head" (gain 1)."""
+    outputs = num_policy_params // 2 if gaussian else num_policy_params
+    policy_params = keras.layers.Dense(outputs, name="policy_head", dtype="float32",
+                                       **dense_initializers(layer_init, policy_latent.shape[-1], 0.01))(policy_latent)
+    if gaussian:
+        policy_params = AppendLogStd(outputs, log_std_init, name="log_std", dtype="float32")(policy_params)
+    value = keras.layers.Dense(1, name="value_head", dtype="float32",
+                               **dense_initializers(layer_init, value_latent.shape[-1], 1.0))(value_latent)
+    return policy_params, keras.ops.squeeze(value, axis=-1)
+
+
+def squashed_gaussian_actor(obs_shape: Sequence[int] | ObsSpec, action_size: int, hidden_sizes: Sequence[int],
+                            name: str = "sac_actor", layer_init: str = "glorot") -> keras.Model:
+    """SAC's actor: obs [B, *obs_shape] -> [mean, log std] [B, 2D] (ReLU torso, heads "mean_head" and
+    "log_std_head"); the policy squashes mean + std * noise with tanh (tfrl.agents.sac.learning)."""
+    obs, x = observation_input(obs_shape, "float32", "mlp")
+    x = mlp_torso(x, hidden_sizes, "relu", layer_init=layer_init)
+    # One call of dense_initializers per layer: a Keras initializer draws the same values at every call.
+    mean = keras.layers.Dense(action_size, name="mean_head", dtype="float32",
+                              **dense_initializers(layer_init, x.shape[-1]))(x)
+    log_std = keras.layers.Dense(action_size, name="log_std_head", dtype="float32",
+                                 **dense_initializers(layer_init, x.shape[-1]))(x)
+    return keras.Model(obs, keras.ops.concatenate([mean, log_std], axis=-1), name=name)
+
+
+def deterministic_actor(obs_shape: Sequence[int] | ObsSpec, action_size: int, hidden_sizes: Sequence[int],
+                        name: str = "td3_actor", layer_init: str = "glorot") -> keras.Model:
+    """TD3's actor: obs [B, *obs_shape] -> action in [-1, 1]^D [B, D] (ReLU torso, tanh head "action_head")."""
+    obs, x = observation_input(obs_shape, "float32", "mlp")
+    x = mlp_torso(x, hidden_sizes, "relu", layer_init=layer_init)
+    action = keras.layers.Dense(action_size, activation="tanh", name="action_head", dtype="float32",
+                                **dense_initializers(layer_init, x.shape[-1]))(x)
+    return keras.Model(obs, action, name=name)
+
+
+def q_critic(obs_shape: Sequence[int] | ObsSpec, action_size: int, hidden_sizes: Sequence[int], name: str,
+             layer_init: str = "glorot") -> keras.Model:
+    """A continuous-action critic: (obs [B, *obs_shape], action [B, D]) -> Q(s, a) [B] (ReLU torso)."""
+    obs, x = observation_input(obs_shape, "float32", "mlp")
+    action = keras.Input(shape=(action_size,), name="action", dtype="float32")
+    x = mlp_torso(keras.layers.Concatenate(name="obs_action")([x, action]), hidden_sizes, "relu",
+                  layer_init=layer_init)
+    q = keras.layers.Dense(1, name="q_head", dtype="float32", **dense_initializers(layer_init, x.shape[-1]))(x)
+    return keras.Model([obs, action], keras.ops.squeeze(q, axis=-1), name=name)

@@ -1,0 +1,136 @@
+"""Does a converted policy answer as its SavedModel does? Observations recorded from the env, compared output by
+output.
+
+Observations come from playing the env: the SavedModel's greedy action, or with probability RANDOM_SHARE a random
+(legal) one, over several episodes, so that the states are the ones a deployed policy meets, action masks
+included, rather than samples of an observation space whose bounds may be infinite.
+
+Per format and quantization (TOLERANCES): every float output (Q-values, logits, values, means, continuous actions)
+must stay within `error` of the SavedModel's, relative to the larger of 1 and that output's largest magnitude over
+the batch (over the legal actions, for outputs per action under a mask); discrete actions must agree on at least
+`agreement` of the observations where the SavedModel's two best actions differ by more than twice that error (on
+the others, an output within its tolerance may pick either), and be legal where a mask says so.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+from tfrl import envs
+from tfrl.envs import observations
+from tfrl.models import serving
+
+RANDOM_SHARE = 0.25
+# (format, quantization) -> (least share of agreeing discrete actions, largest relative error of a float output)
+TOLERANCES = {("onnx", "none"): (0.99, 1e-4), ("litert", "none"): (0.99, 1e-4),
+              ("litert", "float16"): (0.97, 1e-2), ("litert", "int8"): (0.90, 5e-2)}
+
+
+def recorded_observations(reference: serving.ServedPolicy, env: envs.EnvSpec, count: int,
+                          seed: int) -> np.ndarray:
+    """`count` observations (a batch as the policy takes it) met playing `env` with the reference policy."""
+    vector_env = envs.make_vector_env(env, min(8, count), seed=seed)
+    rng = np.random.default_rng(seed)
+    try:
+        batch, rows = vector_env.first_obs, []
+        while sum(len(b) for b in rows) < count:
+            rows.append(batch)
+            actions = reference.policy(batch)
+            explore = rng.random(len(batch)) < RANDOM_SHARE
+            if explore.any():
+                actions = _with_random(actions, explore, batch, vector_env.single_action_space, rng)
+            raw, *_ = vector_env.step(actions)
+            batch = observations.to_batch(vector_env.obs_spec, raw)
+        return np.concatenate(rows)[:count]
+    finally:
+        vector_env.close()
+
+
+def _with_random(actions: np.ndarray, explore: np.ndarray, batch: np.ndarray, space: gym.Space,
+                 rng: np.random.Generator) -> np.ndarray:
+    """`actions` with a random one (a legal one where a mask is given) in the rows `explore` picks."""
+    actions = actions.copy()
+    legal = observations.legal_actions(batch)
+    if legal is not None and not isinstance(space, gym.spaces.Discrete):
+        return actions  # a MultiDiscrete mask: keep the greedy, legal actions
+    for i in np.flatnonzero(explore):
+        actions[i] = rng.choice(np.flatnonzero(legal[i])) if legal is not None else space.sample()
+    return actions
+
+
+def compare(reference: serving.ServedPolicy, converted, batch: np.ndarray, fmt: str, quantize: str) -> dict:
+    """{"passed", "observations", "action_agreement" (discrete, every row) and "action_agreement_uncontested",
+    "max_error" per float output, "contested_rows", "tolerance", "summary"}.
+
+    A float output may be off by the allowed error, so two actions whose reference scores (Q-values or logits)
+    differ by at most twice that error may swap places in the converted policy: such rows are contested, and the
+    actions' agreement that passes or fails the check is counted on the other rows (none left: the float errors
+    decide alone). Outputs per action are compared on the legal actions (a mask's illegal logits are -1e8, and
+    would set the scale)."""
+    agreement_needed, error_allowed = TOLERANCES[(fmt, quantize)]
+    want, got = reference.outputs(batch), converted.outputs(batch)
+    legal = observations.legal_actions(batch)
+    contested = _contested_rows(want, legal, error_allowed)
+    report = {"observations": int(len(batch)), "tolerance": {"agreement": agreement_needed, "error": error_allowed},
+              "max_error": {}, "contested_rows": int(contested.sum())}
+    problems = []
+    for name, expected in want.items():
+        expected = np.asarray(expected)
+        actual = np.asarray(got[name]).reshape(np.shape(expected))
+        if expected.dtype == np.bool_:  # a flag (no_legal_action): equal, row for row
+            if not np.array_equal(actual.astype(bool), expected):
+                problems.append(f"{name} differs on {int(np.sum(actual.astype(bool) != expected))} rows")
+            continue
+        if np.issubdtype(expected.dtype, np.integer):
+            agrees = np.all((actual == expected).reshape(len(batch), -1), axis=1)
+            report[f"{name}_agreement"] = float(np.mean(agrees))  # what a user of the file sees
+            if (~contested).any():
+                share = report[f"{name}_agreement_uncontested"] = float(np.mean(agrees[~contested]))
+                if share < agreement_needed:
+                    problems.append(f"{name} agrees on {share:.1%} of the uncontested observations, needs "
+                                    f"{agreement_needed:.0%}")
+            continue
+        counted = _counted(expected, legal)
+        error = float(np.max(np.abs(actual.astype(np.float64) - expected)[counted], initial=0.0))  # NaN stays NaN
+        error /= _scale(expected, counted)
+        report["max_error"][name] = error
+        if not error <= error_allowed:  # NaN fails too
+            problems.append(f"{name} off by {error:.2g} of its scale, allowed {error_allowed:g}")
+    problems += _illegal_actions(legal, np.asarray(got["action"]))
+    report["passed"] = not problems
+    report["summary"] = "; ".join(problems) or "within tolerance"
+    return report
+
+
+def _contested_rows(want: dict, legal: np.ndarray | None, error_allowed: float) -> np.ndarray:
+    """bool [N]: the rows whose two best legal actions' reference scores (q_values or logits [N, A] beside a
+    Discrete action [N]) differ by at most twice the allowed error of their scale; none without such scores."""
+    action = np.asarray(want["action"])
+    scores = want.get("q_values", want.get("logits"))
+    if scores is None or action.ndim != 1 or np.ndim(scores) != 2 or np.shape(scores)[1] < 2:
+        return np.zeros(len(action), bool)
+    scores = np.asarray(scores, np.float64)
+    counted = _counted(scores, legal)
+    scale = _scale(scores, counted)
+    top_two = np.sort(np.where(counted, scores, -np.inf), axis=1)[:, -2:]
+    with np.errstate(invalid="ignore"):
+        margin = top_two[:, 1] - top_two[:, 0]  # inf where one action is legal: never contested
+    return margin <= 2.0 * error_allowed * scale
+
+
+def _counted(values: np.ndarray, legal: np.ndarray | None) -> np.ndarray:
+    """bool, values' shape: the entries compared; an output per action under a mask, its legal actions only."""
+    return legal if legal is not None and values.shape == legal.shape else np.ones(values.shape, bool)
+
+
+def _scale(values: np.ndarray, counted: np.ndarray) -> float:
+    """The larger of 1 and the largest magnitude among the counted entries."""
+    return max(1.0, float(np.max(np.abs(values[counted]), initial=0.0)))
+
+
+def _illegal_actions(legal: np.ndarray | None, actions: np.ndarray) -> list[str]:
+    if legal is None or actions.ndim != 1:
+        return []
+    illegal = int(np.sum(~legal[np.arange(len(actions)), actions.astype(np.int64)]))
+    return [f"{illegal} illegal actions"] if illegal else []
