@@ -69,7 +69,7 @@ from absl import flags
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # tfrl from this checkout when run as a script
 
-from tfrl import cli, config as config_lib, presets  # noqa: E402  (after the path fix)
+from tfrl import cli, config as config_lib, errors, presets  # noqa: E402  (after the path fix)
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))  # benchmarks/stats.py, also when run through runpy
 import stats  # noqa: E402
@@ -790,7 +790,7 @@ def require_bench_extra(suite: Suite, libs: Sequence[str] = ("tfrl", "sb3")) -> 
     if "sbx" in libs and importlib.util.find_spec("sbx") is None:
         missing, extra = [*missing, "sbx"], "bench-jax"
     if missing:
-        raise cli.MissingExtraError(
+        raise errors.MissingExtraError(
             f"benchmarks/compare.py (its Stable-Baselines side) needs {', '.join(missing)}, which "
             f"{'is' if len(missing) == 1 else 'are'} not installed: "
             f"pip install 'tfrl[{extra}]' (or pip install -e '.[{extra}]' in a checkout)")

@@ -27,11 +27,11 @@ import numpy as np
 import tensorflow as tf
 from absl import app, flags
 
-from tfrl.hardware import runtime as runtime_lib
-from tfrl.commands import runtime_flags
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
+from tfrl.commands import runtime_flags
 from tfrl.envs import EnvInfo
+from tfrl.hardware import runtime as runtime_lib
 
 flags.DEFINE_integer("batch_size", 128, "Transitions per gradient step.")
 flags.DEFINE_integer("calls", 200, "Timed calls per K.")

@@ -18,11 +18,11 @@ from typing import Callable
 import numpy as np
 from absl import app, flags
 
-from tfrl.hardware import runtime as runtime_lib
-from tfrl.commands import runtime_flags
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
+from tfrl.commands import runtime_flags
 from tfrl.envs import EnvInfo
+from tfrl.hardware import runtime as runtime_lib
 
 FLAGS = flags.FLAGS
 

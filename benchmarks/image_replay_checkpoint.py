@@ -21,10 +21,10 @@ import tensorflow as tf
 from absl import app, flags
 
 from tfrl import envs
-from tfrl.run import checkpoints
 from tfrl.agents.dqn.agent import _make_replay
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.replay import NStepBuilder
+from tfrl.run import checkpoints
 
 flags.DEFINE_string("env", "ALE/Pong-v5", "An Atari id.")
 flags.DEFINE_integer("transitions", 100_000, "Replay capacity, filled once.")

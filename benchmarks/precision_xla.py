@@ -40,11 +40,10 @@ from absl import app, flags
 
 import dqn_train_step  # benchmarks/, the script's directory
 from tfrl import config as config_lib, presets
-from tfrl.hardware import runtime as runtime_lib
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner
-from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.actor_critic.rollout import Rollout
+from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.agents.ppo.learning import PPOLearner
@@ -52,6 +51,7 @@ from tfrl.agents.sac.config import SACConfig
 from tfrl.agents.sac.learning import SACBatch, SACLearner
 from tfrl.agents.td3.config import TD3Config
 from tfrl.envs import EnvInfo
+from tfrl.hardware import runtime as runtime_lib
 
 ALL_COMBOS = [f"{policy}:{xla}" for policy in runtime_lib.PRECISION_POLICIES for xla in ("off", "on")]
 flags.DEFINE_list("combos", ALL_COMBOS, "precision:xla pairs, xla one of on/off.")

@@ -15,8 +15,8 @@ import time
 import numpy as np
 from absl import app, flags
 
-from tfrl.replay.prioritized import PrioritizedReplay
 from tfrl.replay import UniformReplay
+from tfrl.replay.prioritized import PrioritizedReplay
 
 flags.DEFINE_integer("capacity", 100_000, "Transitions in the buffer (it is filled).")
 flags.DEFINE_integer("batch_size", 128, "B.")

@@ -32,9 +32,9 @@ import time
 
 from absl import flags
 
-from tfrl import cli
-from tfrl.run import evaluation
+from tfrl import cli, errors
 from tfrl.errors import UsageError
+from tfrl.run import evaluation
 
 FLAGS = flags.FLAGS
 
@@ -272,7 +272,7 @@ def build_sbx_model(spec: dict):
     if has_action_masks(spec["env_id"]) or hp.get("lstm_units"):
         raise UsageError("SBX has no masked or recurrent PPO; compare those with --libs=tfrl,sb3")
     # SBX imports tensorflow_probability's JAX substrate, which must not find TensorFlow (blocked in main).
-    sbx = cli.require_extra("sbx", "bench-jax", "the SBX runner")
+    sbx = errors.require_extra("sbx", "bench-jax", "the SBX runner")
     env = make_vec_env(spec["env_id"], n_envs=hp["num_envs"], seed=seed)
     kwargs = sbx_kwargs(agent, hp, action_size(env))
     normalize = lambda obs: obs  # noqa: E731
@@ -337,13 +337,13 @@ def build_model(spec: dict, sb3):
     if agent == "ppo" and hp.get("lstm_units"):
         if masked:
             raise UsageError("the SB3 comparison has no recurrent MaskablePPO; compare memory on an env without masks")
-        sb3_contrib = cli.require_extra("sb3_contrib", "bench", "the Stable-Baselines3 runner")
+        sb3_contrib = errors.require_extra("sb3_contrib", "bench", "the Stable-Baselines3 runner")
         model = sb3_contrib.RecurrentPPO("MlpLstmPolicy", env, seed=seed, device="cpu", **recurrent_ppo_kwargs(hp))
         return env, model, RecurrentGreedy(model, normalize)
     if masked:
         if agent != "ppo":
             raise UsageError(f"the SB3 comparison masks actions with sb3-contrib's MaskablePPO only, not {agent}")
-        sb3_contrib = cli.require_extra("sb3_contrib", "bench", "the Stable-Baselines3 runner")
+        sb3_contrib = errors.require_extra("sb3_contrib", "bench", "the Stable-Baselines3 runner")
         model = sb3_contrib.MaskablePPO("MlpPolicy", env, seed=seed, device="cpu", **ppo_kwargs(hp))
         inputs = without_mask_keys(spec["env_id"])
 
@@ -426,8 +426,8 @@ def main(argv):
     sys.modules["tensorflow"] = None  # makes `import tensorflow` raise ImportError in this process
     if FLAGS.library == "sbx":
         limit_jax_threads(spec["threads"])
-    torch = cli.require_extra("torch", "bench", "the Stable-Baselines3 runner")
-    sb3 = cli.require_extra("stable_baselines3", "bench", "the Stable-Baselines3 runner")
+    torch = errors.require_extra("torch", "bench", "the Stable-Baselines3 runner")
+    sb3 = errors.require_extra("stable_baselines3", "bench", "the Stable-Baselines3 runner")
     from stable_baselines3.common.callbacks import BaseCallback
 
     # Before any torch op; compare.py gives tfrl the same numbers as --intra_op_threads/--inter_op_threads.

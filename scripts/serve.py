@@ -1,6 +1,6 @@
-"""`tfrl serve` (also `tfrl-serve`) from a checkout: python scripts/serve.py --help (tfrl.model_server.main)."""
+"""`tfrl serve` (also `tfrl-serve`) from a checkout: python scripts/serve.py --help (tfrl.commands.serve)."""
 
-from tfrl.model_server import main
+from tfrl.commands import serve
 
 if __name__ == "__main__":
-    main.run()
+    serve.run()

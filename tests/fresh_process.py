@@ -25,9 +25,9 @@ def run_json_script(code: str, timeout: float = 600) -> dict:
 MIRRORED_PENDULUM_PRELUDE = """
 import dataclasses, json
 import numpy as np
+from tfrl.envs import EnvInfo
 from tfrl.hardware import runtime as runtime_lib
 from tfrl.hardware.runtime import Runtime
-from tfrl.envs import EnvInfo
 mirrored = runtime_lib.apply(runtime_lib.RuntimeOptions(logical_cpus=2, strategy="mirrored",
                                                         cross_device_ops="reduce_to_one"))
 single = Runtime(options=dataclasses.replace(mirrored.options, strategy="default", cross_device_ops="auto"),

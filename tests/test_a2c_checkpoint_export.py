@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl.models import export, networks
-from tfrl.run import checkpoints, runs
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner
 from tfrl.envs import EnvInfo
-from tfrl.run.metrics import read_metrics
 from tfrl.hardware.runtime import Runtime, RuntimeOptions
+from tfrl.models import export, numpy_networks
+from tfrl.run import checkpoints, runs
+from tfrl.run.metrics import read_metrics
 from test_checkpoints import _Run, _without_tf_noise  # tests/ is on sys.path (pytest rootdir insertion)
 
 INFO = EnvInfo(env_id="CartPole-v1", obs_shape=(4,), num_actions=2)
@@ -75,7 +75,7 @@ def test_a2c_run_checkpoints_and_exports_the_greedy_policy_of_its_final_checkpoi
     np.testing.assert_allclose(outputs["logits"].numpy(), logits.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(outputs["value"].numpy(), value.numpy(), rtol=1e-5, atol=1e-5)
     # The actor's NumPy mirror evaluates the same greedy actions, and so does tfrl.run.runs' restored policy.
-    mirror_logits, _ = networks.NumpyActorCritic(learner.network)(obs)
+    mirror_logits, _ = numpy_networks.NumpyActorCritic(learner.network)(obs)
     np.testing.assert_array_equal(np.argmax(mirror_logits, axis=-1), outputs["action"].numpy())
     loaded = runs.load_policy(run_dir)
     assert (loaded.checkpoint, loaded.env_step) == (4, 4000)

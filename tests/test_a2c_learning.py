@@ -15,15 +15,15 @@ import pytest
 import tensorflow as tf
 
 from tfrl import config as config_lib, presets
-from tfrl.models import networks, numerics
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner, a2c_loss
 from tfrl.agents.actor_critic.advantages import bootstrap_truncated, explained_variance, n_step_advantages
+from tfrl.agents.actor_critic.heads import CategoricalHead
 from tfrl.agents.actor_critic.learning import learning_rate_at, normalized
-from tfrl.agents.actor_critic.networks import CategoricalHead
 from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.envs import EnvInfo
 from tfrl.hardware.runtime import Runtime, RuntimeOptions
+from tfrl.models import numerics, numpy_networks
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 LN3 = math.log(3.0)
@@ -278,7 +278,7 @@ def test_numpy_mirror_equals_keras_before_and_after_an_update(shared_torso, acti
     env = EnvInfo(env_id="Box-v0", obs_shape=(8,), num_actions=4)
     config = A2CConfig(hidden_sizes=(64, 32), shared_torso=shared_torso, activation=activation)
     learner = A2CLearner(config, env, _runtime())
-    mirror = networks.NumpyActorCritic(learner.network)
+    mirror = numpy_networks.NumpyActorCritic(learner.network)
     obs = np.random.default_rng(1).normal(size=(16, 8)).astype(np.float32)
 
     def check():
@@ -362,10 +362,10 @@ def test_the_learner_rewards_are_scaled_in_time_order_then_bootstrapped_where_tr
     env 1 truncated at t=0 with V(final obs) = 5, env 0 terminated at t=1, gamma = 0.5."""
     from types import SimpleNamespace
 
-    from tfrl.agents.actor_critic.networks import make_head
+    from tfrl.agents.actor_critic.heads import make_head
     from tfrl.agents.actor_critic.rollout import RolloutStorage
     from tfrl.envs import EnvInfo
-    from tfrl.models.normalization import RewardScaler
+    from tfrl.models.running_stats import RewardScaler
 
     head = make_head(EnvInfo("Two-v0", (1,), 2))
     storage = RolloutStorage(2, 2, (1,), head)

@@ -12,8 +12,8 @@ import textwrap
 import pytest
 
 from tfrl import agents, envs, rollout_actors
-from tfrl.rollout_actors import pool
 from tfrl.hardware.runtime import Runtime, RuntimeOptions
+from tfrl.rollout_actors import pool
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 

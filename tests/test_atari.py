@@ -14,8 +14,8 @@ import numpy as np
 import tfrl
 from serving_helpers import Client, running_server
 from tfrl import envs
-from tfrl.run import checkpoints
 from tfrl.model_server.options import ServerOptions
+from tfrl.run import checkpoints
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2")

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from tfrl.hardware import distribute, runtime as runtime_lib
 from tfrl.models import serving
-from tfrl.run import best_policy, checkpoints, evaluation, runs
+from tfrl.run import CONFIG_FILE, best_policy, checkpoints, evaluation, runs
 
 
 def _weights(value):
@@ -103,7 +103,7 @@ def test_a2c_loop_keeps_evaluates_and_loads_the_best_policy(tmp_path, monkeypatc
     runtime = runtime_lib.apply(runtime_lib.RuntimeOptions())
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / runs.CONFIG_FILE).write_text(json.dumps({"agent": "a2c", "env_id": "CartPole-v1", "seed": SEED,
+    (run_dir / CONFIG_FILE).write_text(json.dumps({"agent": "a2c", "env_id": "CartPole-v1", "seed": SEED,
                                                          "hparams": {"hidden_sizes": [16]}}))
     final = training_loop.train("a2c", config, "CartPole-v1", SEED, runtime, run_dir,
                                 training_loop.LoopOptions(progress_bar=False))
@@ -140,6 +140,6 @@ def test_a2c_loop_keeps_evaluates_and_loads_the_best_policy(tmp_path, monkeypatc
     assert [p.name for p in (run_dir / best_policy.BEST_POLICY_DIR).glob("ckpt-*.index")] == ["ckpt-2.index"]
     other = tmp_path / "other"  # the same run config, trained without keep_best_policy
     other.mkdir()
-    (other / runs.CONFIG_FILE).write_text((run_dir / runs.CONFIG_FILE).read_text())
+    (other / CONFIG_FILE).write_text((run_dir / CONFIG_FILE).read_text())
     with pytest.raises(checkpoints.CheckpointError, match="has no best policy"):
         runs.load_policy(other, best=True)

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from tfrl.hardware import runtime as runtime_lib
-from tfrl.run import runs
 from tfrl.errors import UsageError
+from tfrl.hardware import runtime as runtime_lib
+from tfrl.run import CONFIG_FILE
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
@@ -32,7 +32,7 @@ def test_the_curve_of_a_run_that_kept_every_checkpoint_matches_its_own_evaluatio
                        checkpoint_interval=1000)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / runs.CONFIG_FILE).write_text(json.dumps({"agent": "a2c", "env_id": "CartPole-v1", "seed": SEED,
+    (run_dir / CONFIG_FILE).write_text(json.dumps({"agent": "a2c", "env_id": "CartPole-v1", "seed": SEED,
                                                          "hparams": {"hidden_sizes": [16]}}))
     runtime = runtime_lib.apply(runtime_lib.RuntimeOptions())
     final = training_loop.train("a2c", config, "CartPole-v1", SEED, runtime, run_dir,
@@ -63,7 +63,7 @@ def test_a_missing_run_dir_exits_2_with_one_line_and_writes_nothing(tmp_path):
 
 
 def test_a_run_without_checkpoints_is_a_usage_error(tmp_path):
-    (tmp_path / runs.CONFIG_FILE).write_text(json.dumps({"agent": "a2c", "env_id": "CartPole-v1", "seed": SEED,
+    (tmp_path / CONFIG_FILE).write_text(json.dumps({"agent": "a2c", "env_id": "CartPole-v1", "seed": SEED,
                                                           "hparams": {}}))
     with pytest.raises(UsageError, match="--run_dir: .* has no checkpoint"):
         checkpoint_curve.checkpoint_curve(tmp_path, episodes=1)

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl.run import checkpoints, training_loop
 from tfrl.agents.dqn.config import DQNConfig
+from tfrl.hardware.runtime import Runtime, RuntimeOptions
+from tfrl.run import checkpoints, training_loop
 from tfrl.run.checkpoints import Checkpointer
 from tfrl.run.metrics import MetricsWriteError, read_metrics
-from tfrl.hardware.runtime import Runtime, RuntimeOptions
 
 
 def _four_checkpoints(tmp_path, keep=3):

@@ -25,18 +25,19 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl.models import numerics as numerics_lib
-from tfrl.run import checkpoints, runs, shutdown, training_loop
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
-from tfrl.run.checkpoints import Checkpointer, CheckpointError
 from tfrl.envs import EnvInfo
-from tfrl.run.metrics import read_metrics
-from tfrl.replay import UniformReplay
 from tfrl.hardware.runtime import Runtime, RuntimeOptions
+from tfrl.models import numerics as numerics_lib
+from tfrl.replay import UniformReplay
+from tfrl.run import checkpoints, runs, shutdown, training_loop
+from tfrl.run.checkpoints import Checkpointer, CheckpointError
+from tfrl.run.metrics import read_metrics
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 TRAIN = str(REPO_ROOT / "scripts" / "train.py")
+CRASH_POINTS = str(REPO_ROOT / "tests" / "crash_points.py")
 INFO = EnvInfo(env_id="CartPole-v1", obs_shape=(4,), num_actions=2)
 
 
@@ -317,11 +318,13 @@ TINY_HP = [f"total_env_steps={TOTAL_ENV_STEPS}", "checkpoint_interval=500", "hid
 class _Run:
     """A scripts/train.py subprocess with its output in files (no pipe to fill up)."""
 
-    def __init__(self, args, tmp_path: pathlib.Path, name: str, extra_env: dict | None = None):
+    def __init__(self, args, tmp_path: pathlib.Path, name: str, pause: tuple[str, pathlib.Path] | None = None):
+        """pause: (point, paused file): run through tests/crash_points.py, held at that point."""
         self.stdout_path, self.stderr_path = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
-        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2", **(extra_env or {}))
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+        command = [CRASH_POINTS, pause[0], str(pause[1])] if pause else [TRAIN]
         with open(self.stdout_path, "w") as out, open(self.stderr_path, "w") as err:
-            self.process = subprocess.Popen([sys.executable, TRAIN, *args], stdout=out, stderr=err, env=env,
+            self.process = subprocess.Popen([sys.executable, *command, *args], stdout=out, stderr=err, env=env,
                                             cwd=tmp_path)
 
     def stderr(self) -> str:
@@ -429,9 +432,9 @@ def _file_hashes(directory: pathlib.Path, stem: str) -> dict[str, str]:
 
 
 def _paused_run(args, tmp_path, name, point) -> "_Run":
-    """A train.py run held by tfrl.crash_test_hooks at `point` (waits until it is there)."""
+    """A train run held by tests/crash_points.py at `point` (waits until it is there)."""
     paused = tmp_path / f"{name}.paused"
-    run = _Run(args, tmp_path, name, {"TFRL_TEST_PAUSE_AT": point, "TFRL_TEST_PAUSED_FILE": str(paused)})
+    run = _Run(args, tmp_path, name, (point, paused))
     run.wait_for(paused.exists, f"the pause at {point}", timeout=180)
     return run
 

@@ -7,8 +7,7 @@ from typing import Optional
 
 import pytest
 
-from tfrl import agents
-from tfrl import config as config_lib, presets
+from tfrl import agents, config as config_lib, presets
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.config import ConfigError
 from tfrl.errors import UsageError

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl.models import export, networks, serving
-from tfrl.run import evaluation, runs, training_loop
-from tfrl.agents.actor_critic.networks import GaussianHead, make_head, make_network
+from tfrl.agents.actor_critic.heads import GaussianHead, make_head
+from tfrl.agents.actor_critic.networks import make_network
 from tfrl.agents.actor_critic.policy import serving_policy
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.envs import EnvInfo
 from tfrl.hardware.runtime import Runtime, RuntimeOptions
+from tfrl.models import export, numpy_networks, serving
+from tfrl.run import evaluation, runs, training_loop
 
 PENDULUM = EnvInfo("Pendulum-v1", (3,), 0, action_shape=(1,), action_low=(-2.0,), action_high=(2.0,))
 LN2PI = math.log(2 * math.pi)
@@ -51,7 +52,7 @@ def test_the_numpy_mirror_carries_the_log_std_and_the_export_acts_like_the_live_
     network = make_network(PPOConfig(hidden_sizes=(16,)), PENDULUM, head)
     log_std = network.get_layer("log_std")
     log_std.set_weights([np.array([-0.7], np.float32)])
-    mirror = networks.NumpyActorCritic(network)
+    mirror = numpy_networks.NumpyActorCritic(network)
     obs = np.random.default_rng(1).normal(size=(64, 3)).astype(np.float32) * 3
     params, values = network(obs)
     mirror_params, mirror_values = mirror(obs)

@@ -26,12 +26,12 @@ import numpy as np
 import pytest
 from absl import flags
 
-from tfrl.hardware import distribute
-from tfrl.run import training_loop
 from tfrl.agents.dqn.config import DQNConfig
-from tfrl.hardware.distribute import ClusterTask, DistributeConfigError
 from tfrl.commands.runtime_flags import define_flags, options_from_flags
+from tfrl.hardware import distribute
+from tfrl.hardware.distribute import ClusterTask, DistributeConfigError
 from tfrl.hardware.runtime import Runtime, RuntimeOptions, validate_options
+from tfrl.run import training_loop
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 TRAIN = str(REPO_ROOT / "scripts" / "train.py")
@@ -136,16 +136,16 @@ _EQUIVALENCE_SCRIPT = """
 import dataclasses, json
 import numpy as np
 import tensorflow as tf
-from tfrl.hardware import runtime as runtime_lib
-from tfrl.hardware.runtime import Runtime, RuntimeOptions
-from tfrl.agents.dqn.config import DQNConfig
-from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner
 from tfrl.agents.actor_critic.rollout import Rollout
+from tfrl.agents.dqn.config import DQNConfig
+from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.agents.ppo.learning import PPOLearner, minibatch_indices
 from tfrl.envs import EnvInfo
+from tfrl.hardware import runtime as runtime_lib
+from tfrl.hardware.runtime import Runtime, RuntimeOptions
 
 def dqn_train(learner, batch, update_target):
     update = learner.update(ReplayBatch(batch, update_target))

@@ -11,12 +11,12 @@ import pytest
 import tensorflow as tf
 from fresh_process import run_json_script
 
-from tfrl.hardware import runtime as runtime_lib
-from tfrl.models import numerics
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch, huber, q_learning_loss, td_targets
 from tfrl.envs import EnvInfo
+from tfrl.hardware import runtime as runtime_lib
 from tfrl.hardware.runtime import RuntimeOptions
+from tfrl.models import numerics
 
 # --- td_targets, huber, q_learning_loss -------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""A policy object takes the env's own observations (tfrl.envs.env_space): Discrete and MultiDiscrete integers, Tuples
+"""A policy object takes the env's own observations (tfrl.models.env_space): Discrete and MultiDiscrete integers, Tuples
 and nested Dicts, converted exactly as the env wrapper converts them for the networks; bad values are one line."""
 
 import json
@@ -10,11 +10,12 @@ import pytest
 
 import tfrl
 from tfrl import envs
-from tfrl.envs import env_space, observations
-from tfrl.run import runs
+from tfrl.envs import observations
 from tfrl.errors import UsageError
-from tfrl.models.portable.runtime import PortablePolicy
+from tfrl.models import env_space
 from tfrl.models.policy_inputs import Field
+from tfrl.models.portable.runtime import PortablePolicy
+from tfrl.run import CONFIG_FILE, runs
 
 NESTED = gym.spaces.Dict({
     "arm": gym.spaces.Dict({"joints": gym.spaces.Box(-1, 1, (3,), np.float32), "grip": gym.spaces.Discrete(3, start=-1)}),
@@ -134,7 +135,7 @@ def test_a_config_with_a_damaged_env_space_is_refused_in_one_line(tmp_path):
     run = tfrl.train("dqn", "FrozenLake-v1", hp={"total_env_steps": 300, "learning_starts": 200, "eval_interval": 0,
                                                   "final_eval_episodes": 1},
                      preset="none", run_dir=tmp_path / "run", verbose=0, export=False)
-    config_path = run.run_dir / runs.CONFIG_FILE
+    config_path = run.run_dir / CONFIG_FILE
     config = json.loads(config_path.read_text())
     config["env_info"]["env_space"] = {"type": "Discrete", "n": 0, "start": 0}
     config_path.write_text(json.dumps(config))

@@ -10,10 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from tfrl.models import export, networks
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
+from tfrl.models import export, networks
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 

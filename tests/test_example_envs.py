@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import tfrl.envs  # noqa: F401 - registers the ids
 from tfrl import envs
 from tfrl.envs import env_info, example_envs
 from tfrl.envs.example_envs import GoalGrid, GoalPoint, MaskedPick, MultiKnob, Switches

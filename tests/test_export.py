@@ -19,14 +19,14 @@ import tensorflow as tf
 
 import tfrl
 from tfrl import config as config_lib
-from tfrl.models import export, networks
-from tfrl.run import checkpoints
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.envs import EnvInfo
 from tfrl.errors import UsageError
 from tfrl.hardware.runtime import Runtime, RuntimeOptions
+from tfrl.models import export, numpy_networks
+from tfrl.run import checkpoints
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXPORT = str(REPO_ROOT / "scripts" / "export.py")
@@ -75,7 +75,7 @@ def test_exported_actions_are_the_live_networks_greedy_actions(exported):
     np.testing.assert_array_equal(outputs["action"].numpy(), np.argmax(q_online, axis=-1))
     np.testing.assert_allclose(outputs["q_values"].numpy(), q_online, rtol=1e-6, atol=1e-6)
     # The actor's NumPy mirror acts greedily the same way.
-    np.testing.assert_array_equal(np.argmax(networks.NumpyQNetwork(learner.online)(obs), axis=-1),
+    np.testing.assert_array_equal(np.argmax(numpy_networks.NumpyQNetwork(learner.online)(obs), axis=-1),
                                   outputs["action"].numpy())
     assert 0 < outputs["action"].numpy().mean() < 1  # both actions occur: the comparison means something
 

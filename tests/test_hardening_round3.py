@@ -18,18 +18,18 @@ import pytest
 import tensorflow as tf
 
 from tfrl import envs
-from tfrl.models import export, normalization, serving
-from tfrl.run import checkpoints
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner
-from tfrl.run.checkpoints import Checkpointer
 from tfrl.errors import UsageError
-from tfrl.replay.frames import FrameStackReplay
-from tfrl.models.numerics import NonFiniteError
-from tfrl.replay.prioritized import PrioritizedReplay
-from tfrl.replay import UniformReplay
 from tfrl.hardware.runtime import Runtime, RuntimeOptions
+from tfrl.models import export, normalization, serving
+from tfrl.models.numerics import NonFiniteError
+from tfrl.replay import UniformReplay
+from tfrl.replay.frames import FrameStackReplay
+from tfrl.replay.prioritized import PrioritizedReplay
+from tfrl.run import checkpoints
+from tfrl.run.checkpoints import Checkpointer
 
 import custom_envs
 

@@ -8,14 +8,14 @@ import tensorflow as tf
 
 import tfrl
 from tfrl import agents, config as config_lib, envs
-from tfrl.models import networks
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.config import ConfigError
 from tfrl.envs import VectorStep
 from tfrl.errors import UsageError
+from tfrl.models import networks, numpy_networks
+from tfrl.replay import NStepBuilder, UniformReplay
 from tfrl.replay.frames import FrameStackReplay
 from tfrl.replay.prioritized import PrioritizedReplay
-from tfrl.replay import NStepBuilder, UniformReplay
 
 
 # ---- torsos ------------------------------------------------------------------------------------------------
@@ -53,11 +53,11 @@ def test_image_actors_call_the_live_network_and_mlp_actors_keep_their_numpy_mirr
     cnn = networks.q_network((10, 5, 1), 3, (16,), obs_dtype="uint8", torso="minatar_cnn")
     mlp = networks.q_network((10, 5, 1), 3, (16,), obs_dtype="uint8", torso="mlp")
     frames = np.random.default_rng(1).integers(0, 256, (4, 10, 5, 1), dtype=np.uint8)
-    live = networks.acting_network(cnn, networks.NumpyQNetwork)
+    live = networks.acting_network(cnn, numpy_networks.NumpyQNetwork)
     assert isinstance(live, networks.GraphForward) and networks.acting_variables(cnn) == []
     np.testing.assert_allclose(live(frames), cnn(frames).numpy(), rtol=1e-6)
-    mirror = networks.acting_network(mlp, networks.NumpyQNetwork)
-    assert isinstance(mirror, networks.NumpyQNetwork)  # scales uint8 by 1/255 as the network does
+    mirror = networks.acting_network(mlp, numpy_networks.NumpyQNetwork)
+    assert isinstance(mirror, numpy_networks.NumpyQNetwork)  # scales uint8 by 1/255 as the network does
     np.testing.assert_allclose(mirror(frames), mlp(frames).numpy(), rtol=1e-5, atol=1e-6)
 
 

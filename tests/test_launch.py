@@ -10,10 +10,10 @@ import sys
 import pytest
 from absl import logging as absl_logging
 
-from tfrl.hardware import runtime_defaults
-from tfrl.run import launch, runs
 from tfrl.errors import UsageError
+from tfrl.hardware import runtime_defaults
 from tfrl.hardware.runtime import RuntimeOptions
+from tfrl.run import launch, runs
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 _CPU = RuntimeOptions(device="cpu")  # the placement decided without asking TensorFlow for GPUs

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 import tfrl
-from tfrl.run import metrics, runs
 from tfrl.errors import UsageError
+from tfrl.run import metrics, runs
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "tests"))

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from tfrl.models import networks
+from tfrl.models import networks, numpy_networks
 
 
 def _random_weights(model, rng):
@@ -19,7 +19,7 @@ def _random_weights(model, rng):
 ])
 def test_numpy_mlp_matches_keras_model(obs_shape, hidden_sizes, dueling):
     model = networks.q_network(obs_shape, 3, hidden_sizes, dueling)
-    mirror = networks.NumpyQNetwork(model)
+    mirror = numpy_networks.NumpyQNetwork(model)
     obs = np.random.default_rng(0).normal(size=(16, *obs_shape)).astype(np.float32)
 
     expected = np.asarray(model(obs))
@@ -33,7 +33,7 @@ def test_numpy_mlp_matches_keras_model(obs_shape, hidden_sizes, dueling):
 @pytest.mark.parametrize("dueling", [False, True])
 def test_numpy_mlp_update_takes_weights_in_trainable_variables_order(dueling):
     model = networks.q_network((4,), 2, (8, 8), dueling)
-    mirror = networks.NumpyQNetwork(model)
+    mirror = numpy_networks.NumpyQNetwork(model)
     obs = np.random.default_rng(1).normal(size=(10, 4)).astype(np.float32)
     before = mirror(obs)
 
@@ -49,7 +49,7 @@ def test_numpy_mlp_update_takes_weights_in_trainable_variables_order(dueling):
 
 def test_numpy_mlp_update_rejects_wrong_number_of_arrays():
     model = networks.q_network((4,), 2, (8,))
-    mirror = networks.NumpyQNetwork(model)
+    mirror = numpy_networks.NumpyQNetwork(model)
     with pytest.raises(ValueError, match="expected 4 weight arrays, got 3"):
         mirror.update([v.numpy() for v in model.trainable_variables][:3])
 
@@ -58,7 +58,7 @@ def test_numpy_mlp_of_target_network_named_differently():
     # The learner's target network has another model name; the mirror must still find its layers.
     model = networks.q_network((4,), 2, (8,), dueling=True, name="target_q_network")
     obs = np.random.default_rng(3).normal(size=(5, 4)).astype(np.float32)
-    np.testing.assert_allclose(networks.NumpyQNetwork(model)(obs), np.asarray(model(obs)), atol=1e-5)
+    np.testing.assert_allclose(numpy_networks.NumpyQNetwork(model)(obs), np.asarray(model(obs)), atol=1e-5)
 
 
 def test_dueling_head_by_hand():
@@ -73,7 +73,7 @@ def test_dueling_head_by_hand():
     expected = [[1.0, 5.0, 9.0], [1.0, 1.0, 1.0]]
 
     np.testing.assert_allclose(np.asarray(model(obs)), expected, atol=1e-6)
-    np.testing.assert_allclose(networks.NumpyQNetwork(model)(obs), expected, atol=1e-6)
+    np.testing.assert_allclose(numpy_networks.NumpyQNetwork(model)(obs), expected, atol=1e-6)
 
 
 def test_q_network_output_is_float32_under_float32_policy():

@@ -7,17 +7,18 @@ import keras
 import numpy as np
 import pytest
 
-from tfrl.models import export, normalization, serving
-from tfrl.run import checkpoints, evaluation, runs, training_loop
-from tfrl.agents.actor_critic.networks import make_head, make_network
+from tfrl.agents.actor_critic.heads import make_head
+from tfrl.agents.actor_critic.networks import make_network
 from tfrl.agents.actor_critic.policy import serving_policy
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.agents.sac.config import SACConfig
 from tfrl.envs import EnvInfo
 from tfrl.hardware.runtime import Runtime, RuntimeOptions
+from tfrl.models import export, normalization, running_stats, serving
+from tfrl.run import checkpoints, evaluation, runs, training_loop
 
 PENDULUM = EnvInfo("Pendulum-v1", (3,), 0, action_shape=(1,), action_low=(-2.0,), action_high=(2.0,))
-C = normalization.INITIAL_COUNT
+C = running_stats.INITIAL_COUNT
 
 
 def _runtime():
@@ -25,7 +26,7 @@ def _runtime():
 
 
 def test_running_mean_and_variance_by_hand():
-    stats = normalization.RunningMeanStd((1,))
+    stats = running_stats.RunningMeanStd((1,))
     stats.update(np.array([[1.0], [3.0]]))
     # The prior (mean 0, var 1, weight C) merged with the batch (mean 2, var 1, 2 rows):
     # mean = 2 * 2 / (2 + C); M2 = 1 * C + 1 * 2 + 2^2 * C * 2 / (2 + C); var = M2 / (2 + C)
@@ -60,7 +61,7 @@ def test_actor_snapshots_count_apart_and_the_learner_absorbs_what_they_counted()
     var = (prior * (1.0 + mean ** 2) + ((rows - mean) ** 2).sum()) / total  # the prior: variance 1 around 0
     assert learner.stats.count == pytest.approx(total, rel=1e-12)
     assert learner.stats.mean[0] == pytest.approx(mean, rel=1e-12) and learner.stats.var[0] == pytest.approx(var, rel=1e-12)
-    assert isinstance(normalization.NoNormalization().snapshot().counted(), type(None))
+    assert isinstance(running_stats.NoNormalization().snapshot().counted(), type(None))
 
 
 def test_observations_are_counted_then_normalized_and_clipped():
@@ -77,7 +78,7 @@ def test_observations_are_counted_then_normalized_and_clipped():
 
 
 def test_rewards_are_scaled_by_the_std_of_the_running_return():
-    scaler = normalization.RewardScaler(num_envs=2, gamma=0.5, clip=10.0)
+    scaler = running_stats.RewardScaler(num_envs=2, gamma=0.5, clip=10.0)
     first = scaler.scale(np.array([1.0, 3.0]), np.array([False, False]))
     # Returns (1, 3): variance 1, so the rewards pass unchanged.
     np.testing.assert_allclose(first, [1.0, 3.0], rtol=1e-4)
@@ -86,7 +87,7 @@ def test_rewards_are_scaled_by_the_std_of_the_running_return():
     # (2.25 + 0.25 + 0 + 1) / 4 = 0.875.
     np.testing.assert_allclose(second, [2 / math.sqrt(0.875)] * 2, rtol=1e-4)
     np.testing.assert_array_equal(scaler.returns, [0.0, 3.5])  # the first env's episode ended
-    clipped = normalization.RewardScaler(num_envs=1, gamma=0.0, clip=0.1)
+    clipped = running_stats.RewardScaler(num_envs=1, gamma=0.0, clip=0.1)
     assert clipped.scale(np.array([5.0]), np.array([False]))[0] == pytest.approx(0.1)
 
 

@@ -59,7 +59,7 @@ def test_the_wheel_holds_the_presets_and_the_commands(wheel):
         entry_points = next(archive.read(n).decode() for n in names if n.endswith("entry_points.txt"))
     presets = {n for n in names if n.startswith("tfrl/presets/") and n.endswith(".json")}
     assert "tfrl/presets/dqn-lunarlander.json" in presets and len(presets) >= 20
-    assert "tfrl = tfrl.commands:main" in entry_points and "tfrl-serve = tfrl.model_server.main:run" in entry_points
+    assert "tfrl = tfrl.commands:main" in entry_points and "tfrl-serve = tfrl.commands.serve:run" in entry_points
     assert {f"tfrl/commands/{c}.py" for c in ("train", "evaluate", "export", "doctor", "plot")} <= names
 
 

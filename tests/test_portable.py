@@ -14,10 +14,10 @@ import pytest
 
 import tfrl
 from tfrl import envs
-from tfrl.models import export, serving
-from tfrl.run import runs
 from tfrl.errors import UsageError
-from tfrl.models.portable import convert, parity
+from tfrl.models import export, serving
+from tfrl.models.portable import convert, formats, parity
+from tfrl.run import runs
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 _OFF = {"eval_interval": 0, "final_eval_episodes": 1, "checkpoint_interval": 0}
@@ -78,7 +78,7 @@ def test_every_kind_of_policy_converts_and_answers_as_its_saved_model(trained, t
     reference = serving.load(version)
     batch = parity.recorded_observations(reference, _env(trained[kind]), 200, seed=7)
     want = reference.outputs(batch)
-    for name, file in convert.FILES.items():
+    for name, file in formats.FILES.items():
         report = metadata["portable"][name]["parity"]
         assert report["passed"] and report["observations"] == 300, report
         policy = tfrl.load_policy(version / file)
@@ -110,7 +110,7 @@ def test_a_file_beside_metadata_of_other_inputs_warns_and_runs_on_its_own_inputs
     metadata = json.loads(metadata_path.read_text())
     metadata["observation"]["fields"][0]["shape"] = [99]  # as if copied from another version
     metadata_path.write_text(json.dumps(metadata))
-    for file in convert.FILES.values():
+    for file in formats.FILES.values():
         with pytest.warns(UserWarning, match="the tfrl_metadata.json beside it describes the inputs"):
             policy = tfrl.load_policy(version / file)
         assert {field.shape for field in policy.fields} != {(99,)}  # the file's own
@@ -120,7 +120,7 @@ def test_portable_files_refuse_a_mask_that_allows_nothing_or_holds_a_2(trained, 
     version = _export(trained["ppo_dict_mask"], tmp_path)
     state, mask = np.zeros((2, 10), np.float32), np.zeros((2, 10), np.uint8)
     mask[0, 4] = 1
-    for file in convert.FILES.values():
+    for file in formats.FILES.values():
         policy = tfrl.load_policy(version / file)
         with pytest.raises(UsageError, match="of row 1 allows no action"):
             policy({"state": state, "action_mask": mask})
@@ -169,12 +169,12 @@ def test_a_converter_that_cannot_express_the_policy_is_one_line_naming_the_forma
 
 def test_bad_format_requests_are_refused(trained):
     with pytest.raises(UsageError, match="--format: unknown format 'tflite'; choose from saved_model, litert, onnx"):
-        convert.check_request(["saved_model", "tflite"], "none")
+        formats.check_request(["saved_model", "tflite"], "none")
     with pytest.raises(UsageError, match="--litert_quantize: unknown quantization 'int4'"):
-        convert.check_request(["litert"], "int4")
+        formats.check_request(["litert"], "int4")
     with pytest.raises(UsageError, match="--litert_quantize=int8 applies to --format=litert"):
-        convert.check_request(["saved_model", "onnx"], "int8")
-    assert convert.check_request(["saved_model", "onnx", "litert", "onnx"], "none") == ("onnx", "litert")
+        formats.check_request(["saved_model", "onnx"], "int8")
+    assert formats.check_request(["saved_model", "onnx", "litert", "onnx"], "none") == ("onnx", "litert")
 
 
 def test_bad_files_and_arguments_are_one_clear_error(trained, tmp_path):

@@ -15,14 +15,14 @@ import pytest
 import tensorflow as tf
 
 from tfrl import config as config_lib, presets
-from tfrl.models import numerics, serving
-from tfrl.run import evaluation, runs, training_loop
-from tfrl.agents.actor_critic.networks import CategoricalHead
+from tfrl.agents.actor_critic.heads import CategoricalHead
 from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.agents.ppo.learning import PPOLearner, minibatch_indices, ppo_loss
 from tfrl.envs import EnvInfo
 from tfrl.hardware.runtime import Runtime, RuntimeOptions
+from tfrl.models import numerics, serving
+from tfrl.run import CONFIG_FILE, evaluation, runs, training_loop
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 LN2 = math.log(2.0)
@@ -309,7 +309,7 @@ def test_the_loop_learns_cartpole_and_logs_the_ppo_metrics(tmp_path):
     assert final["gradient_steps"] == 48 * 4 * 4
     assert final["return_mean"] > 100, final
     # The checkpoint loads as an exportable policy (tfrl.agents.actor_critic.policy) that replays the final evaluation.
-    (tmp_path / runs.CONFIG_FILE).write_text(json.dumps({"agent": "ppo", "env_id": "CartPole-v1", "seed": 0,
+    (tmp_path / CONFIG_FILE).write_text(json.dumps({"agent": "ppo", "env_id": "CartPole-v1", "seed": 0,
                                                           "hparams": {}}))
     loaded = runs.load_policy(tmp_path)
     assert loaded.env_step == 12_288

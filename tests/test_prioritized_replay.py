@@ -8,11 +8,11 @@ import keras
 import numpy as np
 import pytest
 
-from tfrl.run import training_loop
 from tfrl.agents.dqn.agent import importance_sampling_beta
 from tfrl.agents.dqn.config import DQNConfig
-from tfrl.replay.prioritized import PrioritizedReplay, SumTree
 from tfrl.hardware.runtime import Runtime, RuntimeOptions
+from tfrl.replay.prioritized import PrioritizedReplay, SumTree
+from tfrl.run import training_loop
 
 import test_dqn_learning as hand  # the hand-weighted Q-networks and batch
 

@@ -13,7 +13,6 @@ import tensorflow as tf
 from fresh_process import run_json_script
 
 from tfrl import config as config_lib, envs
-from tfrl.run import evaluation
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner
 from tfrl.agents.actor_critic import recurrent
@@ -22,10 +21,11 @@ from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.agents.ppo.learning import PPOLearner
 from tfrl.envs import EnvInfo
-from tfrl.errors import UsageError
 from tfrl.envs.observations import ObsSpec
-from tfrl.models.policy_memory import StatefulPolicy
+from tfrl.errors import UsageError
 from tfrl.hardware.runtime import Runtime, RuntimeOptions
+from tfrl.models.policy_memory import StatefulPolicy
+from tfrl.run import evaluation
 
 TWO_ACTIONS = EnvInfo("test", (2,), 2)
 
@@ -347,13 +347,13 @@ import dataclasses, json, sys
 import numpy as np
 sys.path.insert(0, "tests")
 from test_recurrent import TWO_ACTIONS, N, T, _sequence_case
-from tfrl.hardware import runtime as runtime_lib
-from tfrl.hardware.runtime import Runtime
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner
 from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.agents.ppo.learning import PPOLearner
+from tfrl.hardware import runtime as runtime_lib
+from tfrl.hardware.runtime import Runtime
 
 mirrored = runtime_lib.apply(runtime_lib.RuntimeOptions(logical_cpus=2, strategy="mirrored",
                                                         cross_device_ops="reduce_to_one"))

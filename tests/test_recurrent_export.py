@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 import tfrl
-from tfrl.models import serving
-from tfrl.run import runs
 from tfrl.agents.actor_critic import recurrent
 from tfrl.errors import UsageError
 from tfrl.model_server.options import ServerOptions
+from tfrl.models import serving
+from tfrl.run import runs
 
 from serving_helpers import Client, running_server
 

@@ -22,17 +22,18 @@ import pytest
 
 import tfrl
 from tfrl import envs
-from tfrl.models import networks, normalization
 from tfrl.agents.actor_critic.actor import ActorCriticActor
 from tfrl.agents.actor_critic.collection import collect_steps
 from tfrl.agents.actor_critic.config import ActorCriticConfig
-from tfrl.agents.actor_critic.networks import make_head, make_network
+from tfrl.agents.actor_critic.heads import make_head
+from tfrl.agents.actor_critic.networks import make_network
 from tfrl.agents.actor_critic.rollout import STEP_FIELDS, RolloutStorage
+from tfrl.envs.stepping import EnvStepError
 from tfrl.errors import UsageError
-from tfrl.models.normalization import NoNormalization
+from tfrl.models import networks, normalization, numpy_networks
+from tfrl.models.running_stats import NoNormalization
 from tfrl.rollout_actors.on_policy import RayRollouts, ShareSetup
 from tfrl.rollout_actors.pool import shares
-from tfrl.envs.stepping import EnvStepError
 
 import actor_envs
 
@@ -84,7 +85,7 @@ def policy():
     env.close()
     head = make_head(info)
     config = ActorCriticConfig(hidden_sizes=(8,))
-    mirror = networks.acting_network(make_network(config, info, head), networks.NumpyActorCritic)
+    mirror = networks.acting_network(make_network(config, info, head), numpy_networks.NumpyActorCritic)
     return info, head, mirror
 
 

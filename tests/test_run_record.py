@@ -6,11 +6,11 @@ import pytest
 from absl import logging as absl_logging
 
 from tfrl import config as config_lib
-from tfrl.run import runs
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.errors import UsageError
 from tfrl.hardware.runtime import RuntimeOptions
+from tfrl.run import CONFIG_FILE, runs
 
 
 def _warnings(monkeypatch):
@@ -57,7 +57,7 @@ def test_a_record_survives_config_json_and_gives_back_its_launch_flags(tmp_path)
 
 def test_a_config_json_written_before_the_renames_still_loads(tmp_path, monkeypatch):
     _warnings(monkeypatch)
-    (tmp_path / runs.CONFIG_FILE).write_text(json.dumps({
+    (tmp_path / CONFIG_FILE).write_text(json.dumps({
         "agent": "dqn", "env_id": "CartPole-v1", "seed": 0, "hparams": {"n_step": 3, "train_freq": 256},
         "runtime": {"mixed_precision": "float32", "xla": False}}))
     record = runs.read_config(tmp_path)
@@ -80,7 +80,7 @@ def test_a_hand_edited_config_json_is_one_clear_error(tmp_path, edit, message):
     raw = {**_record().to_json(), **edit}
     if raw["agent"] is None:
         del raw["agent"]
-    (tmp_path / runs.CONFIG_FILE).write_text(json.dumps(raw))
+    (tmp_path / CONFIG_FILE).write_text(json.dumps(raw))
     with pytest.raises(UsageError) as raised:
         runs.read_config(tmp_path)
-    assert str(raised.value) == f"{tmp_path / runs.CONFIG_FILE}: {message}"
+    assert str(raised.value) == f"{tmp_path / CONFIG_FILE}: {message}"

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import tfrl
-from tfrl.run import launch, run_finder, runs
 from tfrl.errors import UsageError
+from tfrl.run import launch, run_finder, runs
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "tests"))

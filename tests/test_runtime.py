@@ -19,8 +19,8 @@ import pytest
 import tensorflow as tf
 
 from tfrl import errors
-from tfrl.hardware import precision, runtime
 from tfrl.commands import runtime_flags
+from tfrl.hardware import precision, runtime
 from tfrl.hardware.runtime import RuntimeConfigError, RuntimeOptions
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -11,11 +11,11 @@ import pytest
 import tensorflow as tf
 from fresh_process import MIRRORED_PENDULUM_PRELUDE, run_json_script
 
-from tfrl.models import export, serving
-from tfrl.run import evaluation, runs, training_loop
 from tfrl.agents.sac import policy as sac_policy
-from tfrl.models.networks import NumpySquashedActor
 from tfrl.agents.sac.config import SACConfig
+from tfrl.models import export, serving
+from tfrl.models.numpy_networks import NumpySquashedActor
+from tfrl.run import evaluation, runs, training_loop
 from tfrl.agents.sac.learning import (SACBatch, SACLearner, actor_loss, critic_loss, soft_td_targets,
                                       squashed_gaussian, temperature_loss)
 from tfrl.envs import EnvInfo

@@ -16,11 +16,11 @@ import sys
 
 import pytest
 
-from tfrl.models import export, networks
-from tfrl.run import best_policy, checkpoints
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
+from tfrl.models import export, networks
+from tfrl.run import best_policy, checkpoints
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 _TF_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\)|[IWE]0000 00:00:|"

@@ -54,14 +54,16 @@ def keras_export(tmp_path_factory):
 
 
 def test_the_model_server_imports_no_agent_code():
-    """The tfrl modules tfrl.model_server imports, followed transitively: no agent, no Keras, only TF and the SavedModel."""
+    """The tfrl modules tfrl.model_server and tfrl-serve (tfrl.commands.serve) import, followed transitively: no agent,
+    no Keras, only TF and the SavedModel."""
     repo = pathlib.Path(__file__).resolve().parents[1]
 
     def source(module):
         path = repo / (module.replace(".", "/") + ".py")
         return path if path.exists() else repo / module.replace(".", "/") / "__init__.py"
 
-    seen, imported, todo = set(), set(), [f"tfrl.model_server.{p.stem}" for p in (repo / "tfrl/model_server").glob("*.py")]
+    seen, imported = set(), set()
+    todo = ["tfrl.commands.serve", *(f"tfrl.model_server.{p.stem}" for p in (repo / "tfrl/model_server").glob("*.py"))]
     while todo:
         module = todo.pop()
         if module in seen or not source(module).exists():

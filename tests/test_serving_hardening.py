@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from serving_helpers import Client, copy_version_into_place, metric_value, running_server, save_half_model
-from tfrl.model_server.options import ServerOptions, parse_version_labels
 from tfrl.errors import UsageError
+from tfrl.model_server.options import ServerOptions, parse_version_labels
 
 POLL_S = 0.1
 

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl.models import export, networks
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
+from tfrl.models import export, networks
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 SERVE = str(REPO_ROOT / "scripts" / "serve.py")
@@ -132,7 +132,7 @@ def test_usage_errors_are_one_line_and_exit_2(tmp_path):
     processes = [_serve(*args, cwd=tmp_path) for args, _ in cases]
     # The tfrl-serve console script's entry point (pyproject [project.scripts]) is the same program.
     console_script = subprocess.Popen(
-        [sys.executable, "-c", "import sys; sys.argv[0] = 'tfrl-serve'; from tfrl.model_server.main import run; run()",
+        [sys.executable, "-c", "import sys; sys.argv[0] = 'tfrl-serve'; from tfrl.commands.serve import run; run()",
          "--model_name=m"], stderr=subprocess.PIPE, text=True, env=ENV, cwd=tmp_path)
     cases.append((["(console script)", "--model_name=m"], "tfrl-serve: error: --model_name and --model_base_path "
                                                           "are required"))

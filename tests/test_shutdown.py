@@ -11,11 +11,11 @@ import time
 import pytest
 
 from tfrl import agents
-from tfrl.run import shutdown
-from tfrl.envs import EnvInfo
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.ppo.config import PPOConfig
+from tfrl.envs import EnvInfo
 from tfrl.errors import UsageError
+from tfrl.run import shutdown
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 

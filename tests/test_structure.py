@@ -14,13 +14,14 @@ import tensorflow as tf
 
 import tfrl
 from tfrl import envs
-from tfrl.models import normalization
-from tfrl.run import launch
-from tfrl.agents.actor_critic.networks import CategoricalHead, MultiCategoricalHead
+from tfrl.agents.actor_critic.heads import CategoricalHead, MultiCategoricalHead
 from tfrl.agents.dqn.actor import EpsilonGreedyActor
 from tfrl.agents.dqn.learning import td_targets
+from tfrl.envs.observations import CheckedDictKeys, StructuredObservation, observation_spec, to_row
 from tfrl.errors import UsageError
-from tfrl.envs.observations import MASK_KEY, CheckedDictKeys, StructuredObservation, observation_spec, to_row
+from tfrl.models import normalization
+from tfrl.models.policy_inputs import MASK_KEY
+from tfrl.run import launch
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "tests"))
@@ -219,7 +220,7 @@ def test_exploration_and_sampling_never_pick_an_illegal_action():
     for epsilon in (0.0, 0.5, 1.0):
         actions = actor.act(batch, epsilon)
         assert mask[np.arange(500), actions].all()
-    from tfrl.agents.actor_critic.networks import masked_logits_numpy
+    from tfrl.agents.actor_critic.heads import masked_logits_numpy
 
     head = CategoricalHead(7)
     sampled = head.sample(rng, masked_logits_numpy(rng.normal(size=(500, 7)).astype(np.float32), mask))

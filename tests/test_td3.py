@@ -12,15 +12,15 @@ import tensorflow as tf
 from fresh_process import MIRRORED_PENDULUM_PRELUDE, run_json_script
 
 import tfrl
-from tfrl.models import export, serving
-from tfrl.run import training_loop
 from tfrl.agents.td3 import policy as td3_policy
 from tfrl.agents.td3.config import TD3Config
 from tfrl.agents.td3.learning import TD3Batch, TD3Learner, critic_loss, smoothed_target_actions, td_targets
 from tfrl.envs import EnvInfo
 from tfrl.errors import UsageError
-from tfrl.models.networks import NumpyDeterministicActor
 from tfrl.hardware.runtime import Runtime, RuntimeOptions
+from tfrl.models import export, serving
+from tfrl.models.numpy_networks import NumpyDeterministicActor
+from tfrl.run import training_loop
 
 PENDULUM = EnvInfo("Pendulum-v1", (3,), 0, action_shape=(1,), action_low=(-2.0,), action_high=(2.0,))
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from tfrl.agents.actor_critic.advantages import n_step_advantages, vtrace
-from tfrl.agents.actor_critic.networks import CategoricalHead
+from tfrl.agents.actor_critic.heads import CategoricalHead
 from tfrl.agents.actor_critic.rollout import RolloutStorage
-from tfrl.models.normalization import RewardScaler
+from tfrl.models.running_stats import RewardScaler
 
 REWARDS, VALUES, LAST_VALUE = [[1.0], [2.0], [3.0]], [[0.5], [1.0], [1.5]], [2.0]
 LOG_RATIOS = np.log([[2.0], [0.5], [1.0]])  # rho = c = [1 (clipped), 0.5, 1]

@@ -21,8 +21,6 @@ WEIGHTS_ATOL = 1e-5
 _SCRIPT = """
 import dataclasses, json
 import keras, numpy as np, tensorflow as tf
-from tfrl.hardware import runtime as runtime_lib
-from tfrl.envs import EnvInfo
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner
 from tfrl.agents.actor_critic.rollout import Rollout
@@ -34,6 +32,8 @@ from tfrl.agents.sac.config import SACConfig
 from tfrl.agents.sac.learning import SACBatch, SACLearner
 from tfrl.agents.td3.config import TD3Config
 from tfrl.agents.td3.learning import TD3Batch, TD3Learner
+from tfrl.envs import EnvInfo
+from tfrl.hardware import runtime as runtime_lib
 
 DISCRETE = EnvInfo("LunarLander-v3", (8,), 4)
 BOX = EnvInfo("LunarLanderContinuous-v3", (8,), 0, action_shape=(2,), action_low=(-1.0, -1.0),

@@ -23,16 +23,15 @@ from absl import logging as absl_logging
 
 import tfrl
 from tfrl import envs
-from tfrl.envs import env_space
-from tfrl.hardware import quiet_logs
-from tfrl.models import policy_inputs
-from tfrl.run import launch, shutdown
-from tfrl.models.portable import runtime as portable
-from tfrl.errors import UsageError
-from tfrl.lazy_import import LazyModule
 from tfrl.envs.observations import ObsSpec
-from tfrl.models.policy_memory import PolicyMemory
+from tfrl.errors import UsageError
+from tfrl.hardware import quiet_logs
 from tfrl.hardware.runtime import RuntimeOptions
+from tfrl.lazy_import import LazyModule
+from tfrl.models import env_space, policy_inputs
+from tfrl.models.policy_memory import PolicyMemory
+from tfrl.models.portable import runtime as portable
+from tfrl.run import launch, shutdown
 
 evaluation = LazyModule("tfrl.run.evaluation")
 export = LazyModule("tfrl.models.export")
@@ -199,7 +198,7 @@ class Policy:
 
     An observation is an array, or for Dict observations a dict {key: array} (or a batch of them: every array with
     a leading batch dimension); the env's own observations too, where tfrl converts them (Discrete and
-    MultiDiscrete integers, Tuples, nested Dicts: tfrl.envs.env_space). outputs(obs) gives every output of the policy's serving signature ("action", and
+    MultiDiscrete integers, Tuples, nested Dicts: tfrl.models.env_space). outputs(obs) gives every output of the policy's serving signature ("action", and
     "q_values" for DQN or "logits" and "value" for A2C and PPO), batched.
 
     A policy with memory (lstm_units; state_size > 0) keeps one state per row of the batch: each call continues
@@ -215,7 +214,7 @@ class Policy:
         self.observations = observations
         self.source = source
         self.metadata = metadata
-        # The env's own observation space (tfrl.envs.env_space), from the export's metadata unless given.
+        # The env's own observation space (tfrl.models.env_space), from the export's metadata unless given.
         self._own_space = env_space.parse(own_space or ((metadata or {}).get("observation") or {}).get("env_space"),
                                           source)
         self._keep_alive = keep_alive  # a loaded SavedModel: its signature needs it alive

@@ -9,7 +9,6 @@ a full disk, exit code 1; diverged training, exit code 3) ends the same way.
 
 from __future__ import annotations
 
-import os
 import pathlib
 import sys
 from typing import Any, Callable, Sequence
@@ -17,8 +16,8 @@ from typing import Any, Callable, Sequence
 from absl import app, flags
 
 import tfrl
-from tfrl.hardware import quiet_logs
 from tfrl.errors import RunError, UsageError
+from tfrl.hardware import quiet_logs
 
 
 
@@ -28,21 +27,6 @@ def define_common_flags() -> None:
     if "tf_logs" not in flags.FLAGS:
         flags.DEFINE_boolean("tf_logs", False, "Show TensorFlow's start-up and INFO logs (oneDNN, XLA, CPU "
                              "features, saver details), which the commands hide by default.")
-
-
-class MissingExtraError(UsageError):
-    """An optional dependency is not installed; the message names the pip extra that brings it."""
-
-
-def require_extra(module: str, extra: str, purpose: str):
-    """Imports and returns `module`, or raises MissingExtraError naming `pip install 'tfrl[extra]'`."""
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise MissingExtraError(f"{purpose} needs {module.split('.')[0]}, which is not installed: "
-                                f"pip install 'tfrl[{extra}]' (or pip install -e '.[{extra}]' in a checkout)") from None
 
 
 def program() -> str:
@@ -123,23 +107,11 @@ def run(main: Callable[[list[str]], None], unknown_flag_hint: Callable[[str], st
 
 def check_run_dir(run_dir: str | None) -> None:
     """UsageError, before TensorFlow loads (seconds), if --run_dir is given and holds no run's config.json."""
-    from tfrl.run.run_files import CONFIG_FILE
+    from tfrl.run import CONFIG_FILE
 
     if run_dir and not (pathlib.Path(run_dir) / CONFIG_FILE).is_file():
         raise UsageError(f"{pathlib.Path(run_dir) / CONFIG_FILE} does not exist: {run_dir} is not a tfrl run "
                          "directory")
-
-
-def check_output_dir(flag: str, directory: pathlib.Path) -> None:
-    """UsageError unless `directory` exists as a writable directory or can be created (checked, not created)."""
-    directory = pathlib.Path(directory)
-    existing = directory
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise UsageError(f"--{flag}: cannot create {directory}: {existing} is not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"--{flag}: {existing} is not writable")
 
 
 def check_checkpoint_flag(value: str | None) -> None:

@@ -1,5 +1,5 @@
 """Values that change over training, one type for all of them: learning rates, PPO's clip range, DQN's epsilon and
-prioritized replay's importance-sampling exponent.
+prioritized replay's importance-sampling exponent; and the step deadlines of the training loops (next_deadline).
 
     Schedule(start, end, length).at(position) = start + min(position / length, 1) * (end - start)
 
@@ -51,3 +51,11 @@ class Schedule:
             return self.start
         return keras.optimizers.schedules.PolynomialDecay(self.start, decay_steps=max(1, int(self.length)),
                                                          end_learning_rate=self.end)
+
+
+def next_deadline(deadline: int, now: int, period: int) -> int:
+    """The first deadline + m * period (m >= 1) after `now`; for a deadline that has passed.
+
+    Env steps advance by num_envs at a time, so `now` may have overshot `deadline`.
+    """
+    return deadline + period * ((now - deadline) // period + 1)

@@ -19,10 +19,10 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tfrl.hardware import distribute
-from tfrl.models import networks, numerics
 from tfrl.agents.core import LearnerUpdate
+from tfrl.hardware import distribute
 from tfrl.hardware.runtime import Runtime
+from tfrl.models import networks, numerics
 
 
 class Placement:

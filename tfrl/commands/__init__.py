@@ -22,7 +22,7 @@ COMMANDS = {
     "train": ("tfrl.commands.train", "train an agent (presets, checkpoints, resume, export)"),
     "evaluate": ("tfrl.commands.evaluate", "run a trained policy for N episodes, optionally record a video"),
     "export": ("tfrl.commands.export", "export a run's policy as a SavedModel in TF Serving's layout"),
-    "serve": ("tfrl.model_server.main", "serve SavedModels over TensorFlow Serving's REST API"),
+    "serve": ("tfrl.commands.serve", "serve SavedModels over TensorFlow Serving's REST API"),
     "doctor": ("tfrl.commands.doctor", "check this machine's TensorFlow install and hardware"),
     "plot": ("tfrl.commands.plot", "plot learning curves of runs as a PNG"),
     "tune": ("tfrl.commands.tune", "search hyperparameters with Optuna; write the best as a preset"),

@@ -20,7 +20,7 @@ import pathlib
 
 from absl import flags
 
-from tfrl import cli, config as config_lib, envs  # no TensorFlow yet: bad input is reported at once
+from tfrl import cli, config as config_lib, envs, errors  # no TensorFlow yet: bad input is reported at once
 from tfrl.errors import UsageError
 
 flags.DEFINE_string("saved_model", None, "An exported SavedModel version directory (.../<model_name>/<version>).")
@@ -72,10 +72,10 @@ def check_flags() -> pathlib.Path | None:
         raise UsageError(f"--video: {video} must end in {' or '.join(VIDEO_SUFFIXES)}")
     if not video.parent.is_dir():
         raise UsageError(f"--video: directory {video.parent} does not exist")
-    cli.check_output_dir("video", video.parent)
-    cli.require_extra("imageio.v2", "video", "--video")
+    errors.check_output_dir("video", video.parent)
+    errors.require_extra("imageio.v2", "video", "--video")
     if video.suffix.lower() == ".mp4":
-        cli.require_extra("imageio_ffmpeg", "video", "--video=*.mp4")
+        errors.require_extra("imageio_ffmpeg", "video", "--video=*.mp4")
     return video
 
 
@@ -88,7 +88,7 @@ def _described(observations) -> str:
 
 def write_video(frames, fps: int, path: pathlib.Path) -> None:
     """Streams `frames` (RGB uint8 [H, W, 3]) into a GIF or MP4 with imageio."""
-    imageio = cli.require_extra("imageio.v2", "video", "--video")
+    imageio = errors.require_extra("imageio.v2", "video", "--video")
     if path.suffix.lower() == ".mp4":
         # Frames of gymnasium's classic-control and box2d envs are 400x600: 8x8 macro blocks fit without resizing.
         writer, stride = imageio.get_writer(path, fps=fps, macro_block_size=8), 1

@@ -19,7 +19,7 @@ import pathlib
 
 from absl import flags
 
-from tfrl import cli  # no TensorFlow yet: flag errors are reported at once
+from tfrl import cli, errors  # no TensorFlow yet: flag errors are reported at once
 from tfrl.errors import UsageError
 from tfrl.models.portable import formats as portable_formats
 
@@ -53,7 +53,7 @@ def main(argv):
         raise UsageError("give --checkpoint or --best, not both")
     if FLAGS.model_name in (".", "..") or "/" in FLAGS.model_name:
         raise UsageError(f"--model_name must be a plain directory name, got {FLAGS.model_name!r}")
-    cli.check_output_dir("base_path", pathlib.Path(FLAGS.base_path))
+    errors.check_output_dir("base_path", pathlib.Path(FLAGS.base_path))
     if not 1 <= FLAGS.parity_observations <= 100_000:
         raise UsageError(f"--parity_observations must be in [1, 100000], got {FLAGS.parity_observations}")
     asked = [name.strip() for value in FLAGS.format for name in value.split(",") if name.strip()]

@@ -21,7 +21,7 @@ import pathlib
 import numpy as np
 from absl import flags
 
-from tfrl import cli
+from tfrl import cli, errors
 from tfrl.errors import UsageError
 
 flags.DEFINE_list("runs", None, "Run directories (or glob patterns), comma separated.")
@@ -89,9 +89,9 @@ def main(argv):
         raise UsageError(f"--out: {out} must end in .png")
     if not out.parent.is_dir():
         raise UsageError(f"--out: directory {out.parent} does not exist")
-    cli.check_output_dir("out", out.parent)
+    errors.check_output_dir("out", out.parent)
     run_dirs = expand_runs(FLAGS.runs)
-    matplotlib = cli.require_extra("matplotlib", "plot", "tfrl plot")
+    matplotlib = errors.require_extra("matplotlib", "plot", "tfrl plot")
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 

@@ -34,9 +34,9 @@ import sys
 from absl import flags
 
 from tfrl import agents, cli, config as config_lib, envs, presets
-from tfrl.run import launch, shutdown
 from tfrl.commands import runtime_flags
 from tfrl.errors import UsageError
+from tfrl.run import launch, shutdown
 
 flags.DEFINE_string("agent", None, f"Agent to train: {', '.join(agents.AGENT_NAMES)}.")
 flags.DEFINE_string("env", None, "Gymnasium environment id, e.g. LunarLander-v2 or CartPole-v1; module:Id imports "

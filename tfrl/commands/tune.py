@@ -29,7 +29,7 @@ import sys
 
 from absl import flags
 
-from tfrl import agents, cli, config as config_lib
+from tfrl import agents, cli, config as config_lib, errors
 from tfrl.commands import runtime_flags
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
@@ -138,7 +138,7 @@ def main(argv):
         print_space()
         return
     check_flags()
-    cli.require_extra("optuna", "tune", "tfrl tune")
+    errors.require_extra("optuna", "tune", "tfrl tune")
     try:
         code = session.run(session.Options(**options()), worker_args=sys.argv[1:])
     except KeyboardInterrupt:

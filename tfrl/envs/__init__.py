@@ -1,7 +1,11 @@
-"""Gymnasium environments: id resolution, making envs with their observations as tfrl takes them
-(tfrl.envs.observations), and vector envs in gymnasium's SAME_STEP autoreset mode (stepped by tfrl.envs.stepping).
+"""The envs wing: gymnasium environments made as tfrl trains on them.
 
-EnvInfo (tfrl.envs.env_info) and the stepping names (tfrl.envs.stepping) are importable from here too.
+This package's face: id resolution, making envs with their observations as tfrl takes them
+(tfrl.envs.observations), and vector envs in gymnasium's SAME_STEP autoreset mode (stepped by tfrl.envs.stepping);
+EnvInfo (tfrl.envs.env_info) and the stepping names are the wing's names here too. Its modules: env_info (what
+an env is to an agent), observations (and their JSON description), stepping, the built-in example/image/partial
+envs, Atari preprocessing and EnvPool's vector envs. May import tfrl's top-level vocabulary and
+tfrl.models.policy_inputs (names without gymnasium); never an agent, a run or TensorFlow.
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ from absl import logging
 from gymnasium.vector import AutoresetMode
 
 from tfrl.envs import atari_preprocessing, envpool_vector, example_envs, image_envs, partial_envs
-from tfrl.envs.env_info import EnvIdError, EnvInfo, env_info  # noqa: F401 - tfrl.envs' names, as before
-from tfrl.errors import UsageError
-from tfrl.envs.observations import (MASK_KEY, CheckedDictKeys, MaskedObservation, StructuredObservation,  # noqa: F401
-                               env_space_json, masked_space, observation_spec, stored_as_given, to_batch)
+from tfrl.envs.env_info import EnvIdError, EnvInfo, env_info  # noqa: F401 - the wing's names (docstring)
+from tfrl.envs.observations import (CheckedDictKeys, MaskedObservation, StructuredObservation, env_space_json,
+                                    masked_space, observation_spec, stored_as_given, to_batch)
 from tfrl.envs.stepping import (EnvStepError, VectorStep, VectorStepper, finished_episodes,  # noqa: F401
-                           next_obs_for_storage, reset_for_resume)
+                                next_obs_for_storage, reset_for_resume)
+from tfrl.errors import UsageError
+from tfrl.models.policy_inputs import MASK_KEY
 
 image_envs.register()
 example_envs.register()

@@ -10,8 +10,9 @@ from typing import Any, Mapping
 import gymnasium as gym
 import numpy as np
 
+from tfrl.envs.observations import ObsSpec, observation_spec
 from tfrl.errors import UsageError
-from tfrl.envs.observations import MASK_KEY, Field, ObsSpec, observation_spec
+from tfrl.models.policy_inputs import MASK_KEY, Field
 
 STRUCTURED = "structured"  # the obs_dtype of Dict observations: their fields hold the dtypes
 

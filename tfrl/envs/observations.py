@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 import gymnasium as gym
 import numpy as np
 
-from tfrl.models.policy_inputs import FLAT_KEY, MASK_KEY, Field, nested_key  # noqa: F401 - defined there without gymnasium
+from tfrl.models.policy_inputs import FLAT_KEY, MASK_KEY, Field, nested_key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +119,7 @@ def _entries(space, prefix: str):
 
 
 def env_space_json(space: gym.Space) -> str:
-    """The env's own observation space as tfrl.envs.env_space reads it (JSON), so that a policy object takes the env's
+    """The env's own observation space as tfrl.models.env_space reads it (JSON), so that a policy object takes the env's
     observations; "" when it takes them as they are (a Box or MultiBinary, or a one-level Dict of them)."""
     description = _description(space)
     return json.dumps(description) if _converted(description, top=True) else ""

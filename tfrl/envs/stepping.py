@@ -14,8 +14,8 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from tfrl.errors import RunError
 from tfrl.envs.observations import ObsSpec, check_some_action_is_legal, to_batch, to_row
+from tfrl.errors import RunError
 
 
 class EnvStepError(RunError):

@@ -42,7 +42,7 @@ from tfrl.model_server.batching import Batcher, ModelThreads
 from tfrl.model_server.metrics import ServerMetrics
 from tfrl.model_server.options import ServerOptions
 from tfrl.model_server.signatures import Request, Signature, load_signatures, signature_defs_json
-from tfrl.model_server.finite import non_finite_variable
+from tfrl.models.numerics import non_finite_variable
 
 
 _warned_paths: set[str] = set()

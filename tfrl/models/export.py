@@ -40,11 +40,10 @@ from typing import Any, Callable, Mapping, Sequence
 import keras
 import tensorflow as tf
 
-from tfrl import crash_test_hooks
-from tfrl.models import numerics
-from tfrl.errors import RunError, UsageError
 from tfrl.envs.observations import ObsSpec
-from tfrl.models.policy_inputs import STATE_NAME, input_name  # noqa: F401 - tfrl.models.export's names too
+from tfrl.errors import RunError, UsageError
+from tfrl.models import numerics
+from tfrl.models.policy_inputs import STATE_NAME, input_name
 
 METADATA_FILE = "tfrl_metadata.json"
 METADATA_DIR = "assets.extra"  # inside the version directory
@@ -139,7 +138,6 @@ def export_saved_model(policy: ServingPolicy, observations: ObsSpec | Sequence[i
             reason = e.strerror if isinstance(e, OSError) and e.strerror else getattr(e, "message", None) or str(e)
             raise RunError(f"cannot write the SavedModel under {model_dir} ({reason}); "
                            "no version directory was added") from None
-        crash_test_hooks.pause_point("export.before_rename")
         while True:
             version_dir = model_dir / str(max(version_numbers(model_dir), default=0) + 1)
             try:

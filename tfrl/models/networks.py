@@ -27,10 +27,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl import config as config_lib
-from tfrl.envs.observations import MASK_KEY, Field, ObsSpec
-from tfrl.models.policy_inputs import NO_LEGAL_ACTION
-from tfrl.models.numpy_networks import (  # noqa: F401 - the mirrors' names here too
-    NumpyActorCritic, NumpyDeterministicActor, NumpyMirror, NumpyQNetwork, NumpySquashedActor, numpy_input)
+from tfrl.envs.observations import ObsSpec
+from tfrl.models.policy_inputs import MASK_KEY, NO_LEGAL_ACTION, Field
 
 LAYER_INITS = ("glorot", "torch")
 

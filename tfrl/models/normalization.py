@@ -24,9 +24,8 @@ import keras
 import numpy as np
 
 from tfrl.envs.observations import ObsSpec
-from tfrl.models.running_stats import (  # noqa: F401 - their names here too
-    EPSILON, INITIAL_COUNT, CountingNormalizer, FieldNormalizers, NoNormalization, RewardScaler, RunningMeanStd,
-    normalized)
+from tfrl.models.running_stats import (EPSILON, INITIAL_COUNT, CountingNormalizer, FieldNormalizers,
+                                       NoNormalization, RunningMeanStd, normalized)
 
 
 class ObservationNormalization(keras.layers.Layer):

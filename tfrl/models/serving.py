@@ -14,10 +14,11 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tfrl.models import export
+from tfrl.envs.observations import ObsSpec
 from tfrl.errors import UsageError
-from tfrl.model_server.finite import non_finite_variable
-from tfrl.envs.observations import Field, ObsSpec
+from tfrl.models import export, policy_inputs
+from tfrl.models.numerics import non_finite_variable
+from tfrl.models.policy_inputs import Field
 from tfrl.models.policy_memory import StatefulPolicy
 
 Policy = Callable[[np.ndarray], np.ndarray]
@@ -58,16 +59,16 @@ def feed(observations: ObsSpec, obs) -> tf.Tensor | dict[str, tf.Tensor]:
 def numpy_outputs(outputs: Callable[..., Mapping[str, tf.Tensor]], observations: ObsSpec,
                   signature: bool = False) -> Outputs:
     """obs (and, for a policy with memory, state [N, S]) -> outputs(obs[, state]) as NumPy. signature: `outputs` is
-    a loaded SavedModel's signature, which takes keyword arguments named by the inputs (export.input_name of a Dict
-    observation's keys, export.STATE_NAME)."""
+    a loaded SavedModel's signature, which takes keyword arguments named by the inputs (policy_inputs.input_name of a Dict
+    observation's keys, policy_inputs.STATE_NAME)."""
 
     def numpy_fn(obs, *state) -> dict:
         tensors = feed(observations, obs)
         state = [tf.constant(value, tf.float32) for value in state]
         if signature:
             named = tensors if isinstance(tensors, dict) else {export.INPUT_NAME: tensors}
-            named = {export.input_name(key): value for key, value in named.items()}
-            result = outputs(**named, **({export.STATE_NAME: state[0]} if state else {}))
+            named = {policy_inputs.input_name(key): value for key, value in named.items()}
+            result = outputs(**named, **({policy_inputs.STATE_NAME: state[0]} if state else {}))
         else:
             result = outputs(tensors, *state)
         return {name: value.numpy() for name, value in result.items()}
@@ -82,7 +83,7 @@ def acting(outputs: Outputs, state_size: int) -> Policy:
 
     def step(obs, state):
         result = outputs(obs, state)
-        return result["action"], result[export.STATE_NAME]
+        return result["action"], result[policy_inputs.STATE_NAME]
 
     return StatefulPolicy(step, state_size)
 
@@ -124,7 +125,7 @@ def load(saved_model_dir: pathlib.Path) -> ServedPolicy:
     inputs = dict(signature.structured_input_signature[1])
     state_size = _state_size(path, inputs, signature.structured_outputs, metadata)
     if state_size:
-        del inputs[export.STATE_NAME]
+        del inputs[policy_inputs.STATE_NAME]
     observations = _signature_observations(path, inputs, metadata)
     outputs = numpy_outputs(signature, observations, signature=True)
     return ServedPolicy(policy=acting(outputs, state_size), outputs=outputs, observations=observations,
@@ -135,22 +136,22 @@ def _state_size(path: pathlib.Path, inputs: Mapping[str, tf.TensorSpec], outputs
     """The state size of a policy with memory (tfrl's metadata says so, or a float32 "state" input [None, S] that
     is also an output), 0 for one without."""
     memory = (metadata or {}).get("memory")
-    spec = inputs.get(export.STATE_NAME)
-    if memory is None and (spec is None or export.STATE_NAME not in outputs or spec.dtype != tf.float32
+    spec = inputs.get(policy_inputs.STATE_NAME)
+    if memory is None and (spec is None or policy_inputs.STATE_NAME not in outputs or spec.dtype != tf.float32
                            or spec.shape.rank != 2):
         return 0
     if spec is None or spec.shape.rank != 2 or spec.shape[1] is None:
-        raise UsageError(f"{path}: a policy with memory whose signature takes no {export.STATE_NAME!r} [None, S]")
+        raise UsageError(f"{path}: a policy with memory whose signature takes no {policy_inputs.STATE_NAME!r} [None, S]")
     return int(spec.shape[1])
 
 
 def _signature_observations(path: pathlib.Path, inputs: Mapping[str, tf.TensorSpec], metadata: dict | None) -> ObsSpec:
     """The observations a signature takes: one "observation" tensor, or one per field (Dict observations, named
-    by export.input_name of their keys; tfrl's metadata keeps the keys themselves)."""
+    by policy_inputs.input_name of their keys; tfrl's metadata keeps the keys themselves)."""
     fields = ((metadata or {}).get("observation") or {}).get("fields")
     if fields:
         spec = ObsSpec.from_json(fields)
-        if {export.input_name(field.key) for field in spec.fields} == set(inputs):
+        if {policy_inputs.input_name(field.key) for field in spec.fields} == set(inputs):
             return spec
     if set(inputs) == {export.INPUT_NAME}:
         spec = inputs[export.INPUT_NAME]

@@ -21,7 +21,7 @@ import signal
 import socket
 import threading
 
-from tfrl import cli
+from tfrl import errors
 from tfrl.errors import UsageError
 
 CONNECT_TIMEOUT_S = 5.0
@@ -51,7 +51,7 @@ def check_address(address: str | None, actors: int) -> None:
 @contextlib.contextmanager
 def connected(address: str | None, actors: int):
     """Ray, connected for the block (see the module docstring); UsageError if it cannot be, or has too few CPUs."""
-    ray = cli.require_extra("ray", "ray", "--actors")
+    ray = errors.require_extra("ray", "ray", "--actors")
     if ray.is_initialized():
         _check_cpus(ray, actors, address)
         yield ray

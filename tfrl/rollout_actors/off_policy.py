@@ -21,10 +21,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tfrl.envs.stepping import resume_seed
 from tfrl.errors import UsageError
 from tfrl.rollout_actors import ActorSettings
 from tfrl.rollout_actors.pool import ActorPool, ShareWorker
-from tfrl.envs.stepping import resume_seed
 
 
 ROLLOUT_ACTORS = "tfrl.rollout_actors.off_policy:RayTransitions"  # an AgentSpec's rollout_actors

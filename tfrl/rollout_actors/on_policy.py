@@ -32,9 +32,9 @@ import numpy as np
 from tfrl.agents.actor_critic.actor import ActorCriticActor, RecurrentActor, policy_at
 from tfrl.agents.actor_critic.collection import collect_steps
 from tfrl.agents.actor_critic.rollout import RolloutStorage
+from tfrl.envs.stepping import resume_seed
 from tfrl.rollout_actors import ActorSettings
 from tfrl.rollout_actors.pool import ActorPool, ShareWorker
-from tfrl.envs.stepping import resume_seed
 
 
 @dataclasses.dataclass(frozen=True)

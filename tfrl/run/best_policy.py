@@ -29,13 +29,12 @@ from typing import Any, Callable, Mapping
 from absl import logging
 
 from tfrl.hardware import distribute
-from tfrl.models import serving
-from tfrl.run import checkpoints, evaluation, run_files
-from tfrl.models.export import ServingPolicy
-from tfrl.run.metrics import MetricsLogger
 from tfrl.hardware.runtime import Runtime
+from tfrl.models import serving
+from tfrl.models.export import ServingPolicy
+from tfrl.run import BEST_POLICY_DIR, checkpoints, evaluation
+from tfrl.run.metrics import MetricsLogger
 
-BEST_POLICY_DIR = run_files.BEST_POLICY_DIR  # inside the run dir
 
 
 def check_runtime(keep_best_policy: bool, runtime: Runtime) -> None:

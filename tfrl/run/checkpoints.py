@@ -60,13 +60,12 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from tfrl import crash_test_hooks
-from tfrl.models import numerics
-from tfrl.run import run_files
 from tfrl.errors import RunError, UsageError
+from tfrl.models import numerics
+from tfrl.run import CHECKPOINT_DIR
 
 KEEP_CHECKPOINTS = 3  # newest checkpoints kept; older ones are deleted after each save
-CHECKPOINT_DIR = run_files.CHECKPOINT_DIR  # inside the run dir
+CHECKPOINT_DIR = CHECKPOINT_DIR  # inside the run dir
 _PREFIX = "ckpt"
 _FORMAT_VERSION = 2  # 2: JSON written last, with checksums; 1 (still read): JSON first, no checksums
 _NUMBER = re.compile(rf"{_PREFIX}-(\d+)(?:\.|_temp$)")
@@ -200,14 +199,10 @@ class Checkpointer:
         manifest = {name: {"shape": list(a.shape), "dtype": a.dtype.str} for name, a in arrays.items()}
         arrays_sha256 = None
         if arrays:
-            _atomic_write(npz_path, lambda f: (np.savez_compressed(f, **arrays),
-                                               crash_test_hooks.pause_point("checkpoint.arrays_written")))
+            _atomic_write(npz_path, lambda f: np.savez_compressed(f, **arrays))
             arrays_sha256 = _file_sha256(npz_path)
-        # The TF files, with a callback between them and the commit (the JSON).
-        options = tf.train.CheckpointOptions(experimental_write_callbacks=[
-            lambda save_path: crash_test_hooks.pause_point("checkpoint.tf_files_written")])
         self._checkpoint.save_counter.assign_add(1)  # as tf.train.CheckpointManager counted saves (module docstring)
-        self._checkpoint.write(str(prefix), options=options)
+        self._checkpoint.write(str(prefix))
         try:
             _validate_tf_files(prefix)  # every tensor reads back, and the float ones are finite
         except _NonFinite as e:

@@ -29,16 +29,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 from absl import logging
 
-from tfrl import agents, cli, config as config_lib, envs
+from tfrl import agents, config as config_lib, envs, errors, presets
 from tfrl.envs import envpool_vector
-from tfrl.hardware import distribute
-from tfrl.run import runs
-from tfrl import presets
-from tfrl.hardware import runtime as runtime_lib, runtime_defaults
-from tfrl.run import run_finder, shutdown, warm_start
 from tfrl.errors import UsageError
+from tfrl.hardware import distribute, runtime as runtime_lib, runtime_defaults
 from tfrl.lazy_import import LazyModule
 from tfrl.rollout_actors import MODES, ActorSettings, cluster
+from tfrl.run import BEST_POLICY_DIR, CHECKPOINT_DIR, CONFIG_FILE, LOCK_FILE, run_finder, runs, shutdown, warm_start
 
 # TensorFlow loads in execute(), after every check.
 checkpoints = LazyModule("tfrl.run.checkpoints")
@@ -159,9 +156,9 @@ def _record(request: TrainRequest, spec: agents.Agent, env: envs.EnvSpec, info: 
     spec.check_actors(config, info, request.actor_settings)
     runtime_lib.validate_options(request.runtime)
     if request.run_dir is not None:
-        cli.check_output_dir("run_dir", request.run_dir)
+        errors.check_output_dir("run_dir", request.run_dir)
     if request.export and request.export_base_path is not None:
-        cli.check_output_dir("export_base_path", request.export_base_path)
+        errors.check_output_dir("export_base_path", request.export_base_path)
     # May list the GPUs, which imports TF: the checks come first.
     runtime, choices = runtime_defaults.resolve(request.runtime, preset_runtime, source)
     return runs.RunRecord(agent=request.agent, env_id=env.name, seed=request.seed, config=config,
@@ -188,7 +185,7 @@ def _run_dir_for(request: TrainRequest, record: runs.RunRecord, label: str):
     suffix = 2
     while run_dir.exists():  # two runs started within a second
         run_dir, suffix = request.runs_root / f"{prefix}-{stamp}-{suffix}", suffix + 1
-    cli.check_output_dir("run_dir", run_dir)
+    errors.check_output_dir("run_dir", run_dir)
     return run_dir, None
 
 
@@ -281,12 +278,12 @@ def _saved_run(run_dir: pathlib.Path | None) -> runs.RunRecord | None:
         return None
     if not run_dir.is_dir():
         raise UsageError(f"--run_dir: {run_dir} exists and is not a directory")
-    if all(path.name == runs.LOCK_FILE for path in run_dir.iterdir()):
+    if all(path.name == LOCK_FILE for path in run_dir.iterdir()):
         return None
-    if not (run_dir / runs.CONFIG_FILE).exists():
-        raise UsageError(f"--run_dir {run_dir} is not empty and holds no tfrl run (no {runs.CONFIG_FILE}); "
+    if not (run_dir / CONFIG_FILE).exists():
+        raise UsageError(f"--run_dir {run_dir} is not empty and holds no tfrl run (no {CONFIG_FILE}); "
                          "pick a new one")
-    for name in (runs.CHECKPOINT_DIR, runs.BEST_POLICY_DIR):
+    for name in (CHECKPOINT_DIR, BEST_POLICY_DIR):
         if (run_dir / name).exists() and not (run_dir / name).is_dir():
             raise UsageError(f"{run_dir / name} is not a directory: it must hold the run's checkpoints; move the "
                              "file away")

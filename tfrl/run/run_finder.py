@@ -13,9 +13,9 @@ import pathlib
 
 from absl import logging
 
-from tfrl.run import runs
 from tfrl.errors import UsageError
 from tfrl.lazy_import import LazyModule
+from tfrl.run import CONFIG_FILE, LOCK_FILE, RESULT_FILE, runs
 
 checkpoints = LazyModule("tfrl.run.checkpoints")
 
@@ -32,7 +32,7 @@ def find_interrupted(runs_root: pathlib.Path, prefix: str, record: runs.RunRecor
 
 
 def _is_interrupted(run_dir: pathlib.Path, record: runs.RunRecord) -> bool:
-    if not (run_dir / runs.CONFIG_FILE).is_file() or (run_dir / runs.RESULT_FILE).exists():
+    if not (run_dir / CONFIG_FILE).is_file() or (run_dir / RESULT_FILE).exists():
         return False
     try:
         saved = runs.read_config(run_dir)
@@ -51,7 +51,7 @@ def in_use(run_dir: pathlib.Path) -> bool:
     except ImportError:
         return False
     try:
-        handle = open(run_dir / runs.LOCK_FILE, "r")
+        handle = open(run_dir / LOCK_FILE, "r")
     except OSError:
         return False
     with handle:

@@ -26,11 +26,11 @@ from absl import logging
 
 import tfrl
 from tfrl import agents, config as config_lib, envs, strict_json
-from tfrl.envs import env_space
 from tfrl.errors import UsageError
-from tfrl.lazy_import import LazyModule
-from tfrl.run.run_files import BEST_POLICY_DIR, CHECKPOINT_DIR, CONFIG_FILE, LOCK_FILE, RESULT_FILE  # noqa: F401
 from tfrl.hardware.runtime import RuntimeOptions, option_types
+from tfrl.lazy_import import LazyModule
+from tfrl.models import env_space
+from tfrl.run import BEST_POLICY_DIR, CONFIG_FILE, LOCK_FILE, RESULT_FILE
 
 # TensorFlow loads at the first policy load or export: a launcher checks a run's config.json without it.
 best_policy = LazyModule("tfrl.run.best_policy")
@@ -122,8 +122,7 @@ class RunRecord:
             name, runtime_types[name], default=getattr(RuntimeOptions(), name)) for name in runtime_raw})
         return cls(agent=agent, env_id=field.get("env_id", str), seed=field.get("seed", int), config=config,
                    runtime=runtime, runtime_choices=_checked_choices(field.get("runtime_choices", dict, {}), source),
-                   env_arg=field.get("env_arg", str, default=None),
-                   env_kwargs=field.get("env_kwargs", dict, default={}),
+                   env_arg=field.get("env_arg", str, None), env_kwargs=field.get("env_kwargs", dict, default={}),
                    env_info=_checked_env_info(field.get("env_info", dict, default=None), source),
                    preset=field.get("preset", str, default=None),
                    vector_mode=field.get("vector_mode", str, default="sync"),
@@ -435,7 +434,7 @@ def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
 
 
 def _observation_json(observations, info: envs.EnvInfo) -> dict:
-    """What the signature takes, and the env's own space where a policy object converts it (tfrl.envs.env_space)."""
+    """What the signature takes, and the env's own space where a policy object converts it (tfrl.models.env_space)."""
     own = {"env_space": json.loads(info.env_space)} if info.env_space else {}
     if not observations.structured:
         field = observations.fields[0]

@@ -26,14 +26,13 @@ from typing import Any, Callable, Sequence
 from absl import logging
 
 from tfrl import agents, envs
-from tfrl.models import numerics
-from tfrl.run import best_policy, checkpoints, evaluation, shutdown
 from tfrl.hardware import cpu_features, precision
-from tfrl.run import warm_start
-from tfrl.run.deadlines import next_deadline
-from tfrl.run.metrics import MetricsLogger, MetricsWriteError
-from tfrl.rollout_actors import ActorSettings
 from tfrl.hardware.runtime import Runtime
+from tfrl.models import numerics
+from tfrl.rollout_actors import ActorSettings
+from tfrl.run import best_policy, checkpoints, evaluation, shutdown, warm_start
+from tfrl.run.metrics import MetricsLogger, MetricsWriteError
+from tfrl.schedules import next_deadline
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,9 +19,9 @@ import pathlib
 from typing import Any, Mapping
 
 from tfrl import config as config_lib
-from tfrl.run import runs
 from tfrl.errors import RunError, UsageError
 from tfrl.lazy_import import LazyModule
+from tfrl.run import CONFIG_FILE, runs
 
 checkpoints = LazyModule("tfrl.run.checkpoints")
 export = LazyModule("tfrl.models.export")
@@ -68,7 +68,7 @@ def _actions(env_info: Mapping[str, Any]) -> Any:
 
 
 def _read_source(path: pathlib.Path) -> Source:
-    if (path / runs.CONFIG_FILE).is_file():
+    if (path / CONFIG_FILE).is_file():
         saved = runs.read_config(path)
         if checkpoints.latest_checkpoint_number(path) is None:
             raise UsageError(f"--init_from: the run in {path} has no checkpoint yet")

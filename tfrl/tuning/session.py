@@ -26,11 +26,11 @@ import time
 import warnings
 from typing import Any, Mapping
 
-from tfrl import agents, cli
-from tfrl.run import launch
+from tfrl import agents, errors
 from tfrl.errors import UsageError
-from tfrl.lazy_import import LazyModule
 from tfrl.hardware.runtime import RuntimeOptions
+from tfrl.lazy_import import LazyModule
+from tfrl.run import launch
 from tfrl.tuning import report, spaces, study as study_lib, trials
 
 optuna = LazyModule("optuna")
@@ -115,7 +115,7 @@ def checked_setup(options: Options) -> tuple[trials.Setup, list[str]]:
         overlay = spaces.read_file(options.space_file)
     space = spaces.resolve(options.agent, config_cls, overlay, options.fixed)
     for flag, path in (("trials_dir", options.trials_dir), ("out_preset", options.out_preset.parent)):
-        cli.check_output_dir(flag, path)
+        errors.check_output_dir(flag, path)
     if options.out_preset.is_dir():
         raise UsageError(f"--out_preset: {options.out_preset} is a directory")
     # The preset every trial starts from, as the study records it: a file by its absolute path, else by name.

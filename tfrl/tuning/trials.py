@@ -28,11 +28,11 @@ from typing import Any, Mapping
 
 import tfrl
 from tfrl import config as config_lib
-from tfrl.run import run_files
-from tfrl.run.callbacks import Callback
 from tfrl.errors import UsageError
-from tfrl.lazy_import import LazyModule
 from tfrl.hardware.runtime import RuntimeOptions
+from tfrl.lazy_import import LazyModule
+from tfrl.run import BEST_POLICY_DIR, CHECKPOINT_DIR
+from tfrl.run.callbacks import Callback
 from tfrl.tuning import spaces
 
 keras = LazyModule("keras")
@@ -161,7 +161,7 @@ def _prune(trial, reason: str):
 
 def _drop_checkpoints(run_dir: pathlib.Path) -> None:
     """A pruned run keeps its config and metrics; its checkpoints and best policy (the disk it takes) go."""
-    for name in (run_files.CHECKPOINT_DIR, run_files.BEST_POLICY_DIR):
+    for name in (CHECKPOINT_DIR, BEST_POLICY_DIR):
         shutil.rmtree(run_dir / name, ignore_errors=True)
 
 

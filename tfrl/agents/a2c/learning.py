@@ -12,15 +12,16 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl.hardware import precision, runtime as runtime_lib
-from tfrl.models import networks, normalization
 from tfrl.agents import train_step
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.actor_critic import learning as ac_learning, policy as ac_policy, recurrent
-from tfrl.agents.actor_critic.networks import make_head, make_network
+from tfrl.agents.actor_critic.heads import make_head
+from tfrl.agents.actor_critic.networks import make_network
 from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.agents.core import LearnerUpdate
 from tfrl.envs import EnvInfo
+from tfrl.hardware import precision, runtime as runtime_lib
+from tfrl.models import networks, normalization
 
 METRICS = ("loss", "policy_loss", "value_loss", "entropy", "grad_norm")
 

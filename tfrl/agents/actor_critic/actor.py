@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from tfrl.agents.actor_critic.heads import masked_logits_numpy
-from tfrl.models.numpy_networks import NumpyActorCritic
 from tfrl.envs.observations import legal_actions
+from tfrl.models.numpy_networks import NumpyActorCritic
 
 
 def policy_at(mirror: NumpyActorCritic, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -23,9 +23,7 @@ from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
-from tfrl.models import networks, normalization
-from tfrl.agents.actor_critic import policy as ac_policy
-from tfrl.agents.actor_critic import recurrent
+from tfrl.agents.actor_critic import policy as ac_policy, recurrent
 from tfrl.agents.actor_critic.actor import ActorCriticActor, RecurrentActor
 from tfrl.agents.actor_critic.collection import collect_steps
 from tfrl.agents.actor_critic.config import ActorCriticConfig
@@ -33,6 +31,7 @@ from tfrl.agents.actor_critic.rollout import Rollout, RolloutStorage
 from tfrl.agents.core import rng_state, set_rng_state
 from tfrl.agents.interval_means import IntervalMeans
 from tfrl.envs import EnvInfo, VectorStepper
+from tfrl.models import networks, numpy_networks, running_stats
 from tfrl.models.policy_memory import StatefulPolicy
 
 if TYPE_CHECKING:  # the type only: Ray loads with --actors
@@ -53,14 +52,14 @@ class ActorCriticAgent:
             self._mirror = recurrent.acting_network(learner.network)
             self.actor = RecurrentActor(self._mirror, learner.head, seed, config.num_envs, self.state_size)
         else:
-            self._mirror = networks.acting_network(learner.network, networks.NumpyActorCritic)
+            self._mirror = networks.acting_network(learner.network, numpy_networks.NumpyActorCritic)
             self.actor = ActorCriticActor(self._mirror, learner.head, seed=seed)
         self._storage = RolloutStorage(config.rollout_length, config.num_envs, env.observations.row_shape,
                                        learner.head, env.observations.numpy_dtype, self.state_size)
         self._rollout: Rollout | None = None
         self._metrics = IntervalMeans(latest=SCHEDULE_VALUES)
         self._obs_normalizer = learner.obs_normalizer
-        self._reward_scaler = (normalization.RewardScaler(config.num_envs, config.gamma, config.reward_clip)
+        self._reward_scaler = (running_stats.RewardScaler(config.num_envs, config.gamma, config.reward_clip)
                                if config.normalize_rewards else None)
 
     def collect(self, env: VectorStepper | RayRollouts) -> None:

@@ -8,11 +8,11 @@ from typing import Callable, Sequence
 import tensorflow as tf
 
 from tfrl import schedules
-from tfrl.models import networks, numerics
 from tfrl.agents import train_step
 from tfrl.agents.actor_critic import recurrent
 from tfrl.agents.actor_critic.config import ActorCriticConfig
 from tfrl.envs.observations import ObsSpec
+from tfrl.models import networks, numerics
 
 
 def rollout_rows(observations: ObsSpec, head, with_log_probs: bool, state_size: int = 0) -> train_step.RowLayout:

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import keras
 
-from tfrl.models import networks
 from tfrl.agents.actor_critic import recurrent
 from tfrl.agents.actor_critic.config import ActorCriticConfig
-from tfrl.agents.actor_critic.heads import (  # noqa: F401 - their names here too
-    LOG_2PI, MASKED_LOGIT, CategoricalHead, GaussianHead, MultiCategoricalHead, make_head, masked_logits,
-    masked_logits_numpy)
+from tfrl.agents.actor_critic.heads import GaussianHead
 from tfrl.envs import EnvInfo
+from tfrl.models import networks
 
 
 def make_network(config: ActorCriticConfig, env: EnvInfo, head) -> keras.Model:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfrl.models import networks, normalization
 from tfrl.agents.actor_critic import recurrent
 from tfrl.agents.actor_critic.config import ActorCriticConfig
-from tfrl.agents.actor_critic.networks import GaussianHead, MultiCategoricalHead, make_head, make_network
+from tfrl.agents.actor_critic.heads import GaussianHead, MultiCategoricalHead, make_head
+from tfrl.agents.actor_critic.networks import make_network
 from tfrl.envs import EnvInfo
+from tfrl.models import networks, normalization
 from tfrl.models.export import ServingPolicy
 
 NETWORK_KEY = "network"  # the network's key in the A2C and PPO learners' checkpoint_items() and the serving policy's

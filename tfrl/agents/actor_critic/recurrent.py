@@ -23,9 +23,9 @@ from typing import Sequence
 
 import numpy as np
 
-from tfrl.models import numpy_networks
-from tfrl.lazy_import import LazyModule
 from tfrl.envs.observations import ObsSpec
+from tfrl.lazy_import import LazyModule
+from tfrl.models import numpy_networks
 
 # The network and its graph forward passes use Keras and TensorFlow; NumpyRecurrentActorCritic, which a rollout
 # actor receives, must not load them.

@@ -10,7 +10,7 @@ from tfrl.agents.actor_critic import advantages as advantages_lib
 from tfrl.envs import VectorStep
 
 if TYPE_CHECKING:  # the type only: storing a rollout needs no Keras
-    from tfrl.models.normalization import RewardScaler
+    from tfrl.models.running_stats import RewardScaler
 
 # The [T, N, ...] arrays record() fills from the steps, before finish() (a rollout worker sends these back).
 STEP_FIELDS = ("obs", "actions", "values", "policy_params", "env_rewards", "terminated", "truncated",

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 
-from tfrl.models import networks
 from tfrl.agents.core import rng_state, set_rng_state
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.actor import DQNActing, epsilon_schedule
@@ -26,13 +25,13 @@ from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.agents.interval_means import IntervalMeans
 from tfrl.agents.off_policy.training import ReplayTraining, check_first_batch, collect_transitions
-from tfrl.run.deadlines import next_deadline
 from tfrl.envs import EnvInfo, VectorStepper
-from tfrl.replay.frames import FrameStackReplay
-from tfrl.models.normalization import NoNormalization
-from tfrl.replay.prioritized import PrioritizedReplay
+from tfrl.models import networks, numpy_networks
+from tfrl.models.running_stats import NoNormalization
 from tfrl.replay import UniformReplay
-from tfrl.schedules import Schedule
+from tfrl.replay.frames import FrameStackReplay
+from tfrl.replay.prioritized import PrioritizedReplay
+from tfrl.schedules import Schedule, next_deadline
 
 if TYPE_CHECKING:  # the type only: Ray loads with --actors
     from tfrl.rollout_actors.off_policy import RayTransitions
@@ -63,7 +62,7 @@ class DQNAgent:
         self.learner = learner
         self.config = config
         self._env_info = env
-        self._mirror = networks.acting_network(learner.online, networks.NumpyQNetwork)
+        self._mirror = networks.acting_network(learner.online, numpy_networks.NumpyQNetwork)
         self.acting = self.acting_factory()(self._mirror, config.num_envs, seed)
         self.actor = self.acting.actor
         self.training = ReplayTraining(learner, config, _make_replay(config, env, seed), self._apply)

@@ -18,14 +18,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl.hardware import precision, runtime as runtime_lib
-from tfrl.models import networks, numerics
 from tfrl.agents import train_step
-from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.core import LearnerUpdate
+from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
 from tfrl.errors import UsageError
+from tfrl.hardware import precision, runtime as runtime_lib
+from tfrl.models import networks, numerics
 from tfrl.schedules import Schedule
 
 HUBER_DELTA = 1.0  # as in Mnih et al. 2015 ("error clipping") and SB3's smooth_l1_loss

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfrl.models import networks
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
+from tfrl.models import networks
 from tfrl.models.export import ServingPolicy
 
 ONLINE_KEY = "online"  # the online Q-network's key in DQNLearner.checkpoint_items() and in the serving policy's

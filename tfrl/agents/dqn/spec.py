@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from tfrl import memory
 from tfrl.agents.core import AgentSpec
-from tfrl.rollout_actors import off_policy as off_policy_actors
 from tfrl.config import field_torsos
 from tfrl.errors import UsageError
+from tfrl.rollout_actors import off_policy as off_policy_actors
 
 
 def check_observations(config, env_info) -> None:

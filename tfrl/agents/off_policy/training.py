@@ -16,11 +16,11 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from tfrl.hardware import distribute
 from tfrl.agents.core import LearnerUpdate
 from tfrl.agents.off_policy.config import OffPolicyConfig
-from tfrl.run.deadlines import next_deadline
 from tfrl.envs import VectorStepper
+from tfrl.hardware import distribute
+from tfrl.schedules import next_deadline
 
 
 class TrainCalls:

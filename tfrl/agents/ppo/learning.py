@@ -27,15 +27,16 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl import schedules
-from tfrl.hardware import precision, runtime as runtime_lib
-from tfrl.models import networks, normalization, numerics
 from tfrl.agents import train_step
 from tfrl.agents.actor_critic import learning as ac_learning, policy as ac_policy, recurrent
-from tfrl.agents.actor_critic.networks import make_head, make_network
+from tfrl.agents.actor_critic.heads import make_head
+from tfrl.agents.actor_critic.networks import make_network
 from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.agents.core import LearnerUpdate
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.envs import EnvInfo
+from tfrl.hardware import precision, runtime as runtime_lib
+from tfrl.models import networks, normalization, numerics
 
 # Each logged as its mean over all of an update's minibatch steps (SB3 logs approx_kl and the loss of the last
 # epoch or step only).

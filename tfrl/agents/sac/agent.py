@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfrl.models import networks
 from tfrl.agents.off_policy.continuous import ContinuousAgent
 from tfrl.agents.sac import policy as sac_policy
 from tfrl.agents.sac.config import SACConfig
-from tfrl.agents.sac.learning import SACBatch, SACLearner
 from tfrl.agents.sac.explorer import SquashedGaussianExplorer
+from tfrl.agents.sac.learning import SACBatch, SACLearner
 from tfrl.envs import EnvInfo
+from tfrl.models import numpy_networks
 
 
 class SACAgent(ContinuousAgent):
@@ -21,7 +21,7 @@ class SACAgent(ContinuousAgent):
     BATCH = SACBatch
 
     def __init__(self, learner: SACLearner, config: SACConfig, env: EnvInfo, seed: int):
-        super().__init__(learner, config, env, seed, networks.NumpySquashedActor(learner.actor))
+        super().__init__(learner, config, env, seed, numpy_networks.NumpySquashedActor(learner.actor))
 
     def greedy_squashed(self, obs: np.ndarray) -> np.ndarray:
         return np.tanh(self._mirror(obs)[0])

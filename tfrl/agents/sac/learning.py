@@ -32,13 +32,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl.hardware import precision, runtime as runtime_lib
-from tfrl.models import networks, normalization
 from tfrl.agents import train_step
 from tfrl.agents.core import LearnerUpdate
 from tfrl.agents.sac.config import SACConfig
-from tfrl.agents.sac.policy import ACTOR_KEY, LOG_STD_MAX, LOG_STD_MIN
+from tfrl.agents.sac.explorer import LOG_STD_MAX, LOG_STD_MIN
+from tfrl.agents.sac.policy import ACTOR_KEY
 from tfrl.envs import EnvInfo
+from tfrl.hardware import precision, runtime as runtime_lib
+from tfrl.models import networks, normalization
 
 METRICS = ("critic_loss", "actor_loss", "temperature", "temperature_loss", "entropy", "q_mean")
 

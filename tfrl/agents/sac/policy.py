@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfrl.models import networks, normalization
 from tfrl.agents.off_policy.continuous import to_env_action
 from tfrl.agents.sac.config import SACConfig
-from tfrl.agents.sac.explorer import LOG_STD_MAX, LOG_STD_MIN  # noqa: F401 - tfrl.agents.sac.policy's too
+from tfrl.agents.sac.explorer import LOG_STD_MAX, LOG_STD_MIN
 from tfrl.envs import EnvInfo
+from tfrl.models import networks, normalization
 from tfrl.models.export import ServingPolicy
 
 ACTOR_KEY = "actor"  # the actor's key in SACLearner.checkpoint_items() and in the serving policy's

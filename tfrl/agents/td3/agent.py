@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfrl.models import networks
 from tfrl.agents.off_policy.continuous import ContinuousAgent
 from tfrl.agents.td3 import policy as td3_policy
 from tfrl.agents.td3.config import TD3Config
 from tfrl.agents.td3.explorer import GaussianNoiseExplorer
 from tfrl.agents.td3.learning import TD3Batch, TD3Learner
 from tfrl.envs import EnvInfo
+from tfrl.models import numpy_networks
 
 
 class TD3Agent(ContinuousAgent):
@@ -21,7 +21,7 @@ class TD3Agent(ContinuousAgent):
     BATCH = TD3Batch
 
     def __init__(self, learner: TD3Learner, config: TD3Config, env: EnvInfo, seed: int):
-        super().__init__(learner, config, env, seed, networks.NumpyDeterministicActor(learner.actor))
+        super().__init__(learner, config, env, seed, numpy_networks.NumpyDeterministicActor(learner.actor))
 
     def greedy_squashed(self, obs: np.ndarray) -> np.ndarray:
         return self._mirror(obs)

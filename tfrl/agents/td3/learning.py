@@ -23,13 +23,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfrl.hardware import precision, runtime as runtime_lib
-from tfrl.models import networks, normalization
 from tfrl.agents import train_step
 from tfrl.agents.core import LearnerUpdate
 from tfrl.agents.td3.config import TD3Config
 from tfrl.agents.td3.policy import ACTOR_KEY
 from tfrl.envs import EnvInfo
+from tfrl.hardware import precision, runtime as runtime_lib
+from tfrl.models import networks, normalization
 
 METRICS = ("critic_loss", "actor_loss", "q_mean", "actor_updates")
 

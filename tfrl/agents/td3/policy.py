@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfrl.models import networks, normalization
 from tfrl.agents.off_policy.continuous import to_env_action
 from tfrl.agents.td3.config import TD3Config
 from tfrl.envs import EnvInfo
+from tfrl.models import networks, normalization
 from tfrl.models.export import ServingPolicy
 
 ACTOR_KEY = "actor"  # the actor's key in TD3Learner.checkpoint_items() and in the serving policy's

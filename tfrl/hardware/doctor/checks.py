@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from tfrl.hardware.doctor.facts import Facts, Finding, TF_COMPANIONS, TF_DISTRIBUTIONS, product_tolerance
+from tfrl.hardware.doctor.facts import TF_COMPANIONS, TF_DISTRIBUTIONS, Facts, Finding, product_tolerance
 
 # The first ptxas of CUDA 12 without the clamping miscompile that TF 2.21 warns of ("CUDA versions 12.x.y up to and
 # including 12.6.2 miscompile certain edge cases around clamping").

@@ -16,10 +16,10 @@ from typing import Callable, Sequence
 import tensorflow as tf
 
 from tfrl import envs
-from tfrl.models import export, serving
 from tfrl.errors import UsageError
+from tfrl.models import export, serving
 from tfrl.models.portable import parity, runtime
-from tfrl.models.portable.formats import FILES, FORMATS, QUANTIZATIONS, check_request  # noqa: F401
+from tfrl.models.portable.formats import FILES
 
 ONNX_OPSET = 17
 

@@ -20,9 +20,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from tfrl.envs import env_space
-from tfrl.models import policy_inputs
 from tfrl.errors import UsageError
+from tfrl.models import env_space, policy_inputs
 
 FORMATS = {".tflite": "litert", ".onnx": "onnx"}
 EXTRAS = {"litert": ("ai_edge_litert", "tfrl[litert]"), "onnx": ("onnxruntime", "tfrl[onnx]")}
@@ -70,7 +69,7 @@ class PortablePolicy:
         return result
 
     def _as_batch(self, obs) -> tuple[Any, bool]:
-        """(the observations as a batch the file takes, the env's own converted (tfrl.envs.env_space); whether one
+        """(the observations as a batch the file takes, the env's own converted (tfrl.models.env_space); whether one
         observation was given)."""
         obs = env_space.to_fields(self._own_space, obs, self.source)
         return policy_inputs.as_batch(self.fields, self.structured, obs, self.source, self.allow_non_finite)

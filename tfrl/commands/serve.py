@@ -20,7 +20,7 @@ import sys
 
 from absl import flags, logging
 
-from tfrl import cli  # no TensorFlow yet: bad flags are reported at once
+from tfrl import cli, errors  # no TensorFlow yet: bad flags are reported at once
 from tfrl.errors import UsageError
 
 flags.DEFINE_string("model_name", None, "Name of the model in the URLs, /v1/models/<model_name> (required).")
@@ -98,7 +98,7 @@ def server_options():
 def main(argv):
     cli.no_extra_args(argv)
     options = server_options()
-    cli.require_extra("uvicorn", "serve", "serving")
+    errors.require_extra("uvicorn", "serve", "serving")
     from tfrl.model_server import server  # imports TensorFlow: seconds
 
     try:
