@@ -10,10 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from tfrl.agents.dqn import policy as dqn_policy
+from tfrl.agents.dqn import networks as dqn_networks, policy as dqn_policy
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
-from tfrl.models import export, networks
+from tfrl.models import export
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -33,7 +33,7 @@ def _run_scripts(commands, cwd):
 def _export_untrained_cartpole_policy(base_path: pathlib.Path) -> pathlib.Path:
     info = EnvInfo(env_id="CartPole-v1", obs_shape=(4,), num_actions=2)
     config = DQNConfig(hidden_sizes=(8,))
-    q_network = networks.q_network(info.obs_shape, info.num_actions, config.hidden_sizes)
+    q_network = dqn_networks.q_network(info.obs_shape, info.num_actions, config.hidden_sizes)
     return export.export_saved_model(dqn_policy.serving_policy(config, info, q_network), info.obs_shape, base_path,
                                      "cartpole", {"agent": "dqn", "env_id": "CartPole-v1"})
 

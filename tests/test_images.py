@@ -9,6 +9,7 @@ import tensorflow as tf
 import tfrl
 from tfrl import agents, config as config_lib, envs
 from tfrl.agents.dqn.config import DQNConfig
+from tfrl.agents.dqn.networks import q_network
 from tfrl.config import ConfigError
 from tfrl.envs import VectorStep
 from tfrl.errors import UsageError
@@ -35,7 +36,7 @@ def test_auto_torso_is_a_cnn_for_images_only_and_bad_choices_get_one_line():
 
 
 def test_nature_cnn_layers_and_the_uint8_input_scaled_inside():
-    model = networks.q_network((84, 84, 4), 6, (512,), obs_dtype="uint8", torso="nature_cnn")
+    model = q_network((84, 84, 4), 6, (512,), obs_dtype="uint8", torso="nature_cnn")
     assert model.inputs[0].dtype == "uint8"
     convs = [layer for layer in model.layers if isinstance(layer, keras.layers.Conv2D)]
     assert [(c.filters, c.kernel_size, c.strides) for c in convs] == [(32, (8, 8), (4, 4)), (64, (4, 4), (2, 2)),
@@ -50,8 +51,8 @@ def test_nature_cnn_layers_and_the_uint8_input_scaled_inside():
 
 
 def test_image_actors_call_the_live_network_and_mlp_actors_keep_their_numpy_mirror():
-    cnn = networks.q_network((10, 5, 1), 3, (16,), obs_dtype="uint8", torso="minatar_cnn")
-    mlp = networks.q_network((10, 5, 1), 3, (16,), obs_dtype="uint8", torso="mlp")
+    cnn = q_network((10, 5, 1), 3, (16,), obs_dtype="uint8", torso="minatar_cnn")
+    mlp = q_network((10, 5, 1), 3, (16,), obs_dtype="uint8", torso="mlp")
     frames = np.random.default_rng(1).integers(0, 256, (4, 10, 5, 1), dtype=np.uint8)
     live = networks.acting_network(cnn, numpy_networks.NumpyQNetwork)
     assert isinstance(live, networks.GraphForward) and networks.acting_variables(cnn) == []

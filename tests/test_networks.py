@@ -4,7 +4,12 @@ import keras
 import numpy as np
 import pytest
 
-from tfrl.models import networks, numpy_networks
+from tfrl.agents.actor_critic.feedforward import actor_critic_network
+from tfrl.agents.dqn.networks import q_network
+from tfrl.agents.off_policy.networks import q_critic
+from tfrl.agents.sac.networks import squashed_gaussian_actor
+from tfrl.agents.td3.networks import deterministic_actor
+from tfrl.models import numpy_networks
 
 
 def _random_weights(model, rng):
@@ -18,7 +23,7 @@ def _random_weights(model, rng):
     ((6,), (4,) * 11, True),  # 11 torso layers: torso_10 must come after torso_9, not after torso_1
 ])
 def test_numpy_mlp_matches_keras_model(obs_shape, hidden_sizes, dueling):
-    model = networks.q_network(obs_shape, 3, hidden_sizes, dueling)
+    model = q_network(obs_shape, 3, hidden_sizes, dueling)
     mirror = numpy_networks.NumpyQNetwork(model)
     obs = np.random.default_rng(0).normal(size=(16, *obs_shape)).astype(np.float32)
 
@@ -32,7 +37,7 @@ def test_numpy_mlp_matches_keras_model(obs_shape, hidden_sizes, dueling):
 
 @pytest.mark.parametrize("dueling", [False, True])
 def test_numpy_mlp_update_takes_weights_in_trainable_variables_order(dueling):
-    model = networks.q_network((4,), 2, (8, 8), dueling)
+    model = q_network((4,), 2, (8, 8), dueling)
     mirror = numpy_networks.NumpyQNetwork(model)
     obs = np.random.default_rng(1).normal(size=(10, 4)).astype(np.float32)
     before = mirror(obs)
@@ -48,7 +53,7 @@ def test_numpy_mlp_update_takes_weights_in_trainable_variables_order(dueling):
 
 
 def test_numpy_mlp_update_rejects_wrong_number_of_arrays():
-    model = networks.q_network((4,), 2, (8,))
+    model = q_network((4,), 2, (8,))
     mirror = numpy_networks.NumpyQNetwork(model)
     with pytest.raises(ValueError, match="expected 4 weight arrays, got 3"):
         mirror.update([v.numpy() for v in model.trainable_variables][:3])
@@ -56,7 +61,7 @@ def test_numpy_mlp_update_rejects_wrong_number_of_arrays():
 
 def test_numpy_mlp_of_target_network_named_differently():
     # The learner's target network has another model name; the mirror must still find its layers.
-    model = networks.q_network((4,), 2, (8,), dueling=True, name="target_q_network")
+    model = q_network((4,), 2, (8,), dueling=True, name="target_q_network")
     obs = np.random.default_rng(3).normal(size=(5, 4)).astype(np.float32)
     np.testing.assert_allclose(numpy_networks.NumpyQNetwork(model)(obs), np.asarray(model(obs)), atol=1e-5)
 
@@ -65,7 +70,7 @@ def test_dueling_head_by_hand():
     # One torso unit with identity weights, so h = relu(obs[0]).
     # V(h) = 2h + 1; A(h) = [h, 3h, 5h] -> mean A = 3h;  Q = V + A - mean A = [2h+1-2h, 2h+1, 2h+1+2h].
     # obs [2, *]: h = 2 -> Q = [1, 5, 9];  obs [-1, *]: h = 0 -> Q = [1, 1, 1].
-    model = networks.q_network((2,), 3, (1,), dueling=True)
+    model = q_network((2,), 3, (1,), dueling=True)
     model.get_layer("torso_0").set_weights([np.array([[1.0], [0.0]]), np.array([0.0])])
     model.get_layer("value_head").set_weights([np.array([[2.0]]), np.array([1.0])])
     model.get_layer("advantage_head").set_weights([np.array([[1.0, 3.0, 5.0]]), np.zeros(3)])
@@ -78,14 +83,14 @@ def test_dueling_head_by_hand():
 
 def test_q_network_output_is_float32_under_float32_policy():
     assert keras.mixed_precision.global_policy().name == "float32"
-    model = networks.q_network((4,), 2, (8,))
+    model = q_network((4,), 2, (8,))
     assert model(np.zeros((1, 4), np.float32)).dtype == "float32"
 
 
 def test_torch_layer_init_draws_kernels_and_biases_within_one_over_sqrt_fan_in():
     keras.utils.set_random_seed(0)
-    torch_like = networks.q_network((4,), 2, (256, 256), layer_init="torch")
-    glorot = networks.q_network((4,), 2, (256, 256))
+    torch_like = q_network((4,), 2, (256, 256), layer_init="torch")
+    glorot = q_network((4,), 2, (256, 256))
     # fan_in 4, 256, 256: bounds 1/2, 1/16, 1/16 (PyTorch's nn.Linear); Glorot's are sqrt(6/260), sqrt(6/512), ...
     for layer, bound in [("torso_0", 0.5), ("torso_1", 1 / 16), ("q_head", 1 / 16)]:
         kernel, bias = torch_like.get_layer(layer).get_weights()
@@ -100,11 +105,11 @@ def test_torch_layer_init_draws_kernels_and_biases_within_one_over_sqrt_fan_in()
 def test_the_continuous_actors_and_critics_take_the_torch_init():
     keras.utils.set_random_seed(0)
     # obs 3 (+ action 2 into the critic), hidden (64, 32): fan_in of each layer -> bound 1/sqrt(fan_in)
-    cases = [(networks.deterministic_actor((3,), 2, (64, 32), layer_init="torch"),
+    cases = [(deterministic_actor((3,), 2, (64, 32), layer_init="torch"),
               [("torso_0", 3), ("torso_1", 64), ("action_head", 32)]),
-             (networks.squashed_gaussian_actor((3,), 2, (64, 32), layer_init="torch"),
+             (squashed_gaussian_actor((3,), 2, (64, 32), layer_init="torch"),
               [("torso_0", 3), ("mean_head", 32), ("log_std_head", 32)]),
-             (networks.q_critic((3,), 2, (64, 32), "q1", layer_init="torch"),
+             (q_critic((3,), 2, (64, 32), "q1", layer_init="torch"),
               [("torso_0", 5), ("torso_1", 64), ("q_head", 32)])]
     for model, layers in cases:
         for layer, fan_in in layers:
@@ -112,21 +117,21 @@ def test_the_continuous_actors_and_critics_take_the_torch_init():
             bound = 1 / np.sqrt(fan_in)
             assert np.abs(kernel).max() <= bound and np.abs(kernel).max() > 0.5 * bound, (model.name, layer)
             assert np.abs(bias).max() <= bound and np.all(bias != 0), (model.name, layer)
-    glorot = networks.q_critic((3,), 2, (64, 32), "q1")
+    glorot = q_critic((3,), 2, (64, 32), "q1")
     assert not np.any(glorot.get_layer("q_head").get_weights()[1])  # Keras' default: zero biases
     # Two heads of one actor start apart: each layer gets its own initializers (one reused would draw the same).
     actor = cases[1][0]
     mean_kernel, log_std_kernel = (actor.get_layer(name).get_weights()[0] for name in ("mean_head", "log_std_head"))
     assert not np.array_equal(mean_kernel, log_std_kernel)
-    dueling = networks.q_network((4,), 3, (8,), dueling=True, layer_init="torch")
+    dueling = q_network((4,), 3, (8,), dueling=True, layer_init="torch")
     value, advantage = (dueling.get_layer(name).get_weights()[0] for name in ("value_head", "advantage_head"))
     assert not np.array_equal(value[:, 0], advantage[:, 0])
 
 
 def test_actor_critic_layer_init_and_log_std_init():
     keras.utils.set_random_seed(0)
-    orthogonal = networks.actor_critic_network((4,), 4, (64, 64), "relu", gaussian=True)
-    torch_like = networks.actor_critic_network((4,), 4, (64, 64), "relu", gaussian=True, layer_init="torch",
+    orthogonal = actor_critic_network((4,), 4, (64, 64), "relu", gaussian=True)
+    torch_like = actor_critic_network((4,), 4, (64, 64), "relu", gaussian=True, layer_init="torch",
                                                log_std_init=-2.0)
     # orthogonal (SB3's ortho_init): W^T W = gain^2 I for a kernel with more rows than columns, zero biases
     for layer, gain in [("policy_torso_1", np.sqrt(2.0)), ("value_torso_1", np.sqrt(2.0)), ("policy_head", 0.01)]:

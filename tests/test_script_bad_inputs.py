@@ -16,10 +16,10 @@ import sys
 
 import pytest
 
-from tfrl.agents.dqn import policy as dqn_policy
+from tfrl.agents.dqn import networks as dqn_networks, policy as dqn_policy
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
-from tfrl.models import export, networks
+from tfrl.models import export
 from tfrl.run import best_policy, checkpoints
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -50,7 +50,7 @@ def _make_files(base: pathlib.Path) -> None:
     for number in (1, 2):
         _truncate(base / "truncated_run" / "checkpoints" / f"ckpt-{number}.data-00000-of-00001")
 
-    q_network = networks.q_network(INFO.obs_shape, INFO.num_actions, config.hidden_sizes)
+    q_network = dqn_networks.q_network(INFO.obs_shape, INFO.num_actions, config.hidden_sizes)
     saved_model = export.export_saved_model(dqn_policy.serving_policy(config, INFO, q_network), INFO.obs_shape,
                                             base / "models", "cartpole", {"agent": "dqn", "env_id": "CartPole-v1"})
     shutil.copytree(saved_model, base / "truncated_pb")

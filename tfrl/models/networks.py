@@ -1,11 +1,11 @@
-"""Keras 3 networks, and a NumPy mirror of them for acting.
+"""The Keras 3 building blocks every agent's networks share (observation inputs, torsos, initializers), and
+how an actor runs them. Each agent family builds its own networks from these (tfrl.agents.<family>.networks).
 
 Acting happens once per vector step; a TF call has a fixed overhead many times
 larger than a NumPy forward pass of a small MLP (docs/benchmarks.md). So the
 actor runs a NumPy mirror (tfrl.models.numpy_networks, read from the model's layers), refreshed
 with the learner's weights after every train call, and the Keras model stays the
-single definition that is trained and exported. Every network of every agent is
-built here.
+single definition that is trained and exported.
 A convolutional torso is the exception: its forward pass costs more in NumPy than a
 TF call, so its actor calls the live Keras model (`GraphForward`).
 
@@ -96,26 +96,6 @@ def mlp_torso(inputs, hidden_sizes: Sequence[int], activation: str, name: str = 
     return x
 
 
-def q_network(obs_shape: Sequence[int] | ObsSpec, num_actions: int, hidden_sizes: Sequence[int],
-              dueling: bool = False, name: str = "q_network", layer_init: str = "glorot",
-              obs_dtype: str = "float32", torso: str = "mlp") -> keras.Model:
-    """obs [B, *obs_shape] -> Q-values [B, num_actions], always float32 (also under a mixed precision policy).
-    torso: a resolved one (resolved_torso)."""
-    obs, x = observation_input(obs_shape, obs_dtype, torso, lambda fan_in: dense_initializers(layer_init, fan_in))
-    x = mlp_torso(x, hidden_sizes, "relu", layer_init=layer_init)
-    def head():  # fresh initializers for each layer: a Keras initializer draws the same values at every call
-        return dense_initializers(layer_init, x.shape[-1])
-
-    if dueling:
-        # Wang et al. 2016, eq. 9: subtracting the mean advantage makes V and A identifiable.
-        value = keras.layers.Dense(1, name="value_head", dtype="float32", **head())(x)  # [B, 1]
-        advantage = keras.layers.Dense(num_actions, name="advantage_head", dtype="float32", **head())(x)  # [B, A]
-        q = value + advantage - keras.ops.mean(advantage, axis=-1, keepdims=True)
-    else:
-        q = keras.layers.Dense(num_actions, name="q_head", dtype="float32", **head())(x)
-    return keras.Model(obs, q, name=name)
-
-
 def acts_in_numpy(model: keras.Model) -> bool:
     """Whether the NumPy mirrors can run `model`: Dense layers only (no convolutions)."""
     return not any(isinstance(layer, keras.layers.Conv2D) for layer in model.layers)
@@ -197,109 +177,3 @@ def acting_variables(model: keras.Model) -> list:
     """What a train call returns for the actor: the trainable variables its NumPy mirror copies, none for a
     model the actor calls live (GraphForward)."""
     return list(model.trainable_variables) if acts_in_numpy(model) else []
-
-
-class AppendLogStd(keras.layers.Layer):
-    """mean [B, D] -> [mean, log_std] [B, 2D]: a Gaussian policy's state-independent log std, one trainable
-    variable (initialized to log_std_init: 0, a standard deviation of 1, as SB3)."""
-
-    def __init__(self, size: int, log_std_init: float = 0.0, **kwargs):
-        super().__init__(**kwargs)
-        self.size, self.log_std_init = size, log_std_init
-
-    def build(self, input_shape):
-        self.log_std = self.add_weight(shape=(self.size,), name="log_std",
-                                       initializer=keras.initializers.Constant(self.log_std_init))
-
-    def call(self, mean):
-        return keras.ops.concatenate([mean, keras.ops.broadcast_to(self.log_std, keras.ops.shape(mean))], axis=-1)
-
-
-def actor_critic_network(obs_shape: Sequence[int] | ObsSpec, num_policy_params: int, hidden_sizes: Sequence[int],
-                         activation: str = "tanh", shared_torso: bool = False, gaussian: bool = False,
-                         name: str = "actor_critic", obs_dtype: str = "float32", torso: str = "mlp",
-                         layer_init: str = "orthogonal", log_std_init: float = 0.0) -> keras.Model:
-    """obs [B, *obs_shape] -> (policy params [B, num_policy_params], value [B]), both float32 under every policy.
-
-    The policy params are whatever the policy head reads (the logits [B, A] of a
-    categorical head; with `gaussian`, the mean [B, D] and a state-independent log std,
-    num_policy_params = 2D). With `shared_torso` one MLP ("torso_i") feeds both heads;
-    otherwise the policy and the value have their own ("policy_torso_i",
-    "value_torso_i"), as SB3's default `net_arch=dict(pi=[64, 64], vf=[64, 64])`.
-
-    A CNN torso (torso, resolved) is always shared by both heads, as in SB3's CnnPolicy; the Dense layers
-    after it follow shared_torso.
-
-    Initialization (layer_init) as in OpenAI baselines / SB3 (`ortho_init=True`): orthogonal
-    kernels with gain sqrt(2) in the torsos, 0.01 for the policy head (a near-uniform
-    first policy) and 1 for the value head; zero biases. "torch": PyTorch's defaults, as SB3's
-    `ortho_init=False`. A Gaussian policy's log std starts at log_std_init.
-    """
-    obs, x = observation_input(obs_shape, obs_dtype, torso,
-                               lambda fan_in: dense_initializers(layer_init, fan_in, np.sqrt(2.0)))
-    if shared_torso:
-        policy_latent = value_latent = dense_chain(x, hidden_sizes, activation, "torso", layer_init)
-    else:
-        policy_latent = dense_chain(x, hidden_sizes, activation, "policy_torso", layer_init)
-        value_latent = dense_chain(x, hidden_sizes, activation, "value_torso", layer_init)
-    policy_params, value = actor_critic_heads(policy_latent, value_latent, num_policy_params, gaussian, layer_init,
-                                              log_std_init)
-    return keras.Model(obs, (policy_params, value), name=name)
-
-
-def dense_chain(inputs, hidden_sizes: Sequence[int], activation: str, prefix: str, layer_init: str = "orthogonal"):
-    """An actor-critic torso: Dense layers <prefix>_<i>, orthogonal kernels with gain sqrt(2) (layer_init)."""
-    h = inputs
-    for i, units in enumerate(hidden_sizes):
-        h = keras.layers.Dense(units, activation=activation, name=f"{prefix}_{i}",
-                               **dense_initializers(layer_init, h.shape[-1], np.sqrt(2.0)))(h)
-    return h
-
-
-def actor_critic_heads(policy_latent, value_latent, num_policy_params: int, gaussian: bool,
-                       layer_init: str = "orthogonal", log_std_init: float = 0.0):
-    """(policy params [B, P], value [B]), float32: "policy_head" (gain 0.01; with `gaussian` the mean, followed by
-    the state-independent "log_std", from log_std_init) and "value_head" (gain 1)."""
-    outputs = num_policy_params // 2 if gaussian else num_policy_params
-    policy_params = keras.layers.Dense(outputs, name="policy_head", dtype="float32",
-                                       **dense_initializers(layer_init, policy_latent.shape[-1], 0.01))(policy_latent)
-    if gaussian:
-        policy_params = AppendLogStd(outputs, log_std_init, name="log_std", dtype="float32")(policy_params)
-    value = keras.layers.Dense(1, name="value_head", dtype="float32",
-                               **dense_initializers(layer_init, value_latent.shape[-1], 1.0))(value_latent)
-    return policy_params, keras.ops.squeeze(value, axis=-1)
-
-
-def squashed_gaussian_actor(obs_shape: Sequence[int] | ObsSpec, action_size: int, hidden_sizes: Sequence[int],
-                            name: str = "sac_actor", layer_init: str = "glorot") -> keras.Model:
-    """SAC's actor: obs [B, *obs_shape] -> [mean, log std] [B, 2D] (ReLU torso, heads "mean_head" and
-    "log_std_head"); the policy squashes mean + std * noise with tanh (tfrl.agents.sac.learning)."""
-    obs, x = observation_input(obs_shape, "float32", "mlp")
-    x = mlp_torso(x, hidden_sizes, "relu", layer_init=layer_init)
-    # One call of dense_initializers per layer: a Keras initializer draws the same values at every call.
-    mean = keras.layers.Dense(action_size, name="mean_head", dtype="float32",
-                              **dense_initializers(layer_init, x.shape[-1]))(x)
-    log_std = keras.layers.Dense(action_size, name="log_std_head", dtype="float32",
-                                 **dense_initializers(layer_init, x.shape[-1]))(x)
-    return keras.Model(obs, keras.ops.concatenate([mean, log_std], axis=-1), name=name)
-
-
-def deterministic_actor(obs_shape: Sequence[int] | ObsSpec, action_size: int, hidden_sizes: Sequence[int],
-                        name: str = "td3_actor", layer_init: str = "glorot") -> keras.Model:
-    """TD3's actor: obs [B, *obs_shape] -> action in [-1, 1]^D [B, D] (ReLU torso, tanh head "action_head")."""
-    obs, x = observation_input(obs_shape, "float32", "mlp")
-    x = mlp_torso(x, hidden_sizes, "relu", layer_init=layer_init)
-    action = keras.layers.Dense(action_size, activation="tanh", name="action_head", dtype="float32",
-                                **dense_initializers(layer_init, x.shape[-1]))(x)
-    return keras.Model(obs, action, name=name)
-
-
-def q_critic(obs_shape: Sequence[int] | ObsSpec, action_size: int, hidden_sizes: Sequence[int], name: str,
-             layer_init: str = "glorot") -> keras.Model:
-    """A continuous-action critic: (obs [B, *obs_shape], action [B, D]) -> Q(s, a) [B] (ReLU torso)."""
-    obs, x = observation_input(obs_shape, "float32", "mlp")
-    action = keras.Input(shape=(action_size,), name="action", dtype="float32")
-    x = mlp_torso(keras.layers.Concatenate(name="obs_action")([x, action]), hidden_sizes, "relu",
-                  layer_init=layer_init)
-    q = keras.layers.Dense(1, name="q_head", dtype="float32", **dense_initializers(layer_init, x.shape[-1]))(x)
-    return keras.Model([obs, action], keras.ops.squeeze(q, axis=-1), name=name)

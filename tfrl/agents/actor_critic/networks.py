@@ -7,9 +7,9 @@ import keras
 
 from tfrl.agents.actor_critic import recurrent
 from tfrl.agents.actor_critic.config import ActorCriticConfig
+from tfrl.agents.actor_critic.feedforward import actor_critic_network
 from tfrl.agents.actor_critic.heads import GaussianHead
 from tfrl.envs import EnvInfo
-from tfrl.models import networks
 
 
 def make_network(config: ActorCriticConfig, env: EnvInfo, head) -> keras.Model:
@@ -20,7 +20,7 @@ def make_network(config: ActorCriticConfig, env: EnvInfo, head) -> keras.Model:
             env.observations, head.num_params, config.hidden_sizes, config.lstm_units, config.activation,
             config.shared_torso, gaussian=isinstance(head, GaussianHead), torso=config.torso,
             post_lstm_sizes=config.post_lstm_sizes, layer_init=config.layer_init, log_std_init=config.log_std_init)
-    return networks.actor_critic_network(env.observations, head.num_params, config.hidden_sizes,
+    return actor_critic_network(env.observations, head.num_params, config.hidden_sizes,
                                          config.activation, config.shared_torso,
                                          gaussian=isinstance(head, GaussianHead), torso=config.torso,
                                          layer_init=config.layer_init, log_std_init=config.log_std_init)

@@ -30,6 +30,7 @@ from tfrl.models import numpy_networks
 # The network and its graph forward passes use Keras and TensorFlow; NumpyRecurrentActorCritic, which a rollout
 # actor receives, must not load them.
 keras = LazyModule("keras")
+feedforward = LazyModule("tfrl.agents.actor_critic.feedforward")
 networks = LazyModule("tfrl.models.networks")
 tf = LazyModule("tensorflow")
 
@@ -42,7 +43,7 @@ def branches(shared_torso: bool) -> tuple[str, ...]:
 
 
 def torso_prefixes(shared_torso: bool) -> tuple[str, ...]:
-    """The torsos' Dense layer name prefixes (tfrl.models.networks.dense_chain), in the order of branches()."""
+    """The torsos' Dense layer name prefixes (tfrl.agents.actor_critic.feedforward.dense_chain), in the order of branches()."""
     return ("torso",) if shared_torso else ("policy_torso", "value_torso")
 
 
@@ -68,7 +69,7 @@ def recurrent_actor_critic_network(observations: ObsSpec, num_policy_params: int
                                    log_std_init: float = 0.0) -> keras.Model:
     """[observation, state [B, S]] -> (policy params [B, P], value [B], next state [B, S]), float32.
 
-    The torsos and heads are those of tfrl.models.networks.actor_critic_network (same names and initialization); an
+    The torsos and heads are those of tfrl.agents.actor_critic.feedforward.actor_critic_network (same names and initialization); an
     LSTMCell of lstm_units (float32 under every precision: the state crosses the export) sits after each torso
     (hidden_sizes may be empty: the LSTM reads the observation features), followed by Dense layers of
     post_lstm_sizes (<torso prefix>_post_<i>, initialized as the torso's) before the head.
@@ -80,12 +81,12 @@ def recurrent_actor_critic_network(observations: ObsSpec, num_policy_params: int
     parts = keras.ops.split(state, 2 * len(prefixes), axis=-1)
     outputs, next_state = [], []
     for i, (prefix, cell_name) in enumerate(zip(prefixes, branches(shared_torso))):
-        latent = networks.dense_chain(x, hidden_sizes, activation, prefix, layer_init)
+        latent = feedforward.dense_chain(x, hidden_sizes, activation, prefix, layer_init)
         cell = keras.layers.LSTMCell(lstm_units, name=cell_name, dtype="float32")
         out, (h, c) = cell(latent, [parts[2 * i], parts[2 * i + 1]])
-        outputs.append(networks.dense_chain(out, post_lstm_sizes, activation, post_prefix(prefix), layer_init))
+        outputs.append(feedforward.dense_chain(out, post_lstm_sizes, activation, post_prefix(prefix), layer_init))
         next_state += [h, c]
-    policy_params, value = networks.actor_critic_heads(outputs[0], outputs[-1], num_policy_params, gaussian,
+    policy_params, value = feedforward.actor_critic_heads(outputs[0], outputs[-1], num_policy_params, gaussian,
                                                        layer_init, log_std_init)
     return keras.Model([obs, state], (policy_params, value, keras.ops.concatenate(next_state, axis=-1)), name=name)
 

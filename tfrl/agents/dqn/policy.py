@@ -6,6 +6,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tfrl.agents.dqn.config import DQNConfig
+from tfrl.agents.dqn.networks import q_network
 from tfrl.envs import EnvInfo
 from tfrl.models import networks
 from tfrl.models.export import ServingPolicy
@@ -16,7 +17,7 @@ ONLINE_KEY = "online"  # the online Q-network's key in DQNLearner.checkpoint_ite
 def make_q_network(config: DQNConfig, env: EnvInfo, name: str = "q_network"):
     """The Q-network of `config` for `env`'s observations and actions: what the learner trains, twice (online and
     target), and what the export restores."""
-    return networks.q_network(env.observations, env.num_actions, config.hidden_sizes, config.dueling, name=name,
+    return q_network(env.observations, env.num_actions, config.hidden_sizes, config.dueling, name=name,
                               layer_init=config.layer_init, torso=config.torso)
 
 

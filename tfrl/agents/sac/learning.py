@@ -34,12 +34,14 @@ import tensorflow as tf
 
 from tfrl.agents import train_step
 from tfrl.agents.core import LearnerUpdate
+from tfrl.agents.off_policy.networks import q_critic
 from tfrl.agents.sac.config import SACConfig
 from tfrl.agents.sac.explorer import LOG_STD_MAX, LOG_STD_MIN
+from tfrl.agents.sac.networks import squashed_gaussian_actor
 from tfrl.agents.sac.policy import ACTOR_KEY
 from tfrl.envs import EnvInfo
 from tfrl.hardware import precision, runtime as runtime_lib
-from tfrl.models import networks, normalization
+from tfrl.models import normalization
 
 METRICS = ("critic_loss", "actor_loss", "temperature", "temperature_loss", "entropy", "q_mean")
 
@@ -111,9 +113,9 @@ class SACLearner:
 
     def _build(self, config: SACConfig, env: EnvInfo, size: int, precision_policy: str) -> None:
         hidden, init = config.hidden_sizes, config.layer_init
-        self.actor = networks.squashed_gaussian_actor(env.observations, size, hidden, layer_init=init)
-        self.critics = [networks.q_critic(env.observations, size, hidden, f"q{i}", init) for i in (1, 2)]
-        self.targets = [networks.q_critic(env.observations, size, hidden, f"q{i}_target") for i in (1, 2)]
+        self.actor = squashed_gaussian_actor(env.observations, size, hidden, layer_init=init)
+        self.critics = [q_critic(env.observations, size, hidden, f"q{i}", init) for i in (1, 2)]
+        self.targets = [q_critic(env.observations, size, hidden, f"q{i}_target") for i in (1, 2)]
         for target, critic in zip(self.targets, self.critics):
             target.set_weights(critic.get_weights())
         self.log_alpha = tf.Variable(math.log(config.initial_temperature), dtype=tf.float32, name="log_alpha")

@@ -9,8 +9,9 @@ import tensorflow as tf
 from tfrl.agents.off_policy.continuous import to_env_action
 from tfrl.agents.sac.config import SACConfig
 from tfrl.agents.sac.explorer import LOG_STD_MAX, LOG_STD_MIN
+from tfrl.agents.sac.networks import squashed_gaussian_actor
 from tfrl.envs import EnvInfo
-from tfrl.models import networks, normalization
+from tfrl.models import normalization
 from tfrl.models.export import ServingPolicy
 
 ACTOR_KEY = "actor"  # the actor's key in SACLearner.checkpoint_items() and in the serving policy's
@@ -34,7 +35,7 @@ def serving_policy(config: SACConfig, env: EnvInfo, actor=None, obs_normalizatio
     ones to restore from a training checkpoint (ACTOR_KEY and tfrl.models.normalization.CHECKPOINT_KEY are their keys in
     SACLearner.checkpoint_items())."""
     if actor is None:
-        actor = networks.squashed_gaussian_actor(env.observations, env.action_size, config.hidden_sizes)
+        actor = squashed_gaussian_actor(env.observations, env.action_size, config.hidden_sizes)
     if obs_normalization is None:
         obs_normalization = normalization.make_layer(config, env.observations)
     outputs = normalization.in_front(obs_normalization, greedy_outputs(actor, env))

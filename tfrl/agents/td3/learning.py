@@ -25,11 +25,13 @@ import tensorflow as tf
 
 from tfrl.agents import train_step
 from tfrl.agents.core import LearnerUpdate
+from tfrl.agents.off_policy.networks import q_critic
 from tfrl.agents.td3.config import TD3Config
+from tfrl.agents.td3.networks import deterministic_actor
 from tfrl.agents.td3.policy import ACTOR_KEY
 from tfrl.envs import EnvInfo
 from tfrl.hardware import precision, runtime as runtime_lib
-from tfrl.models import networks, normalization
+from tfrl.models import normalization
 
 METRICS = ("critic_loss", "actor_loss", "q_mean", "actor_updates")
 
@@ -85,10 +87,10 @@ class TD3Learner:
 
     def _build(self, config: TD3Config, env: EnvInfo, size: int, precision_policy: str) -> None:
         hidden, init = config.hidden_sizes, config.layer_init
-        self.actor = networks.deterministic_actor(env.observations, size, hidden, layer_init=init)
-        self.actor_target = networks.deterministic_actor(env.observations, size, hidden, name="td3_actor_target")
-        self.critics = [networks.q_critic(env.observations, size, hidden, f"q{i}", init) for i in (1, 2)]
-        self.targets = [networks.q_critic(env.observations, size, hidden, f"q{i}_target") for i in (1, 2)]
+        self.actor = deterministic_actor(env.observations, size, hidden, layer_init=init)
+        self.actor_target = deterministic_actor(env.observations, size, hidden, name="td3_actor_target")
+        self.critics = [q_critic(env.observations, size, hidden, f"q{i}", init) for i in (1, 2)]
+        self.targets = [q_critic(env.observations, size, hidden, f"q{i}_target") for i in (1, 2)]
         self.sync_target_networks()
         self.critic_variables = [v for critic in self.critics for v in critic.trainable_variables]
         clip = config.max_grad_norm or None

@@ -8,8 +8,9 @@ import tensorflow as tf
 
 from tfrl.agents.off_policy.continuous import to_env_action
 from tfrl.agents.td3.config import TD3Config
+from tfrl.agents.td3.networks import deterministic_actor
 from tfrl.envs import EnvInfo
-from tfrl.models import networks, normalization
+from tfrl.models import normalization
 from tfrl.models.export import ServingPolicy
 
 ACTOR_KEY = "actor"  # the actor's key in TD3Learner.checkpoint_items() and in the serving policy's
@@ -31,7 +32,7 @@ def serving_policy(config: TD3Config, env: EnvInfo, actor=None, obs_normalizatio
     """The greedy policy of `actor` (behind `obs_normalization` when config.normalize_observations), or of fresh
     ones to restore from a training checkpoint."""
     if actor is None:
-        actor = networks.deterministic_actor(env.observations, env.action_size, config.hidden_sizes)
+        actor = deterministic_actor(env.observations, env.action_size, config.hidden_sizes)
     if obs_normalization is None:
         obs_normalization = normalization.make_layer(config, env.observations)
     outputs = normalization.in_front(obs_normalization, greedy_outputs(actor, env))
