@@ -32,7 +32,7 @@ from tfrl.envs.stepping import EnvStepError
 from tfrl.errors import UsageError
 from tfrl.models import networks, normalization, numpy_networks
 from tfrl.models.running_stats import NoNormalization
-from tfrl.rollout_actors.on_policy import RayRollouts, ShareSetup
+from tfrl.agents.actor_critic.ray_actors import RayRollouts, ShareSetup
 from tfrl.rollout_actors.pool import shares
 
 import actor_envs

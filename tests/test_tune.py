@@ -201,14 +201,14 @@ def test_spaces_are_checked_laid_over_and_fixed_values_left_out():
     assert space["rollout_length"] == overlay["n_steps"]  # the old name read as the current one
     assert "clip_range" not in space and "gamma" not in space and "learning_rate" in space
     for agent in ("dqn", "a2c", "sac", "td3"):  # every entry of every built-in space is valid
-        assert spaces.resolve(agent, agents.get(agent).config_cls, None, {}) == spaces.SPACES[agent]
+        assert spaces.resolve(agent, agents.get(agent).config_cls, None, {}) == dict(agents.get(agent).spec.search_space)
     bad = {"learning_rate": {"type": "float", "low": 0.0, "high": 1e-3, "log": True}}
     with pytest.raises(UsageError, match="a log range needs \"low\" > 0"):
         spaces.resolve("ppo", PPOConfig, bad, {})
     with pytest.raises(UsageError, match="choice 'fast' .*|'fast' is not a valid"):
         spaces.resolve("ppo", PPOConfig, {"n_epochs": {"type": "categorical", "choices": ["fast"]}}, {})
     with pytest.raises(UsageError, match="nothing to sample"):
-        spaces.resolve("ppo", PPOConfig, {name: None for name in spaces.SPACES["ppo"]}, {})
+        spaces.resolve("ppo", PPOConfig, {name: None for name in agents.get("ppo").spec.search_space}, {})
 
 
 def test_without_storage_the_study_and_its_preset_go_to_the_trials_folder(tmp_path):

@@ -107,6 +107,8 @@ class AgentSpec:
       the learner's process only.
     check_actors(config, settings): UsageError if `config` cannot step its envs in rollout actors so (no
       TensorFlow).
+    search_space: what `tfrl tune` samples by default, {hyperparameter: entry} (the form of tfrl.tuning.spaces);
+      empty: the user gives one with --space.
     """
 
     name: str
@@ -122,6 +124,7 @@ class AgentSpec:
     convolves: Callable[[Any, Any], bool] = lambda config, env_info: False
     rollout_actors: str | None = None
     check_actors: Callable[[Any, Any], None] = lambda config, settings: None  # UsageError: not with these actors
+    search_space: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 def rng_state(generator: np.random.Generator) -> dict:

@@ -126,7 +126,7 @@ def options() -> dict:
 
 def print_space() -> None:
     """--space=help: the built-in space of --agent (of every agent without one)."""
-    names = [FLAGS.agent] if FLAGS.agent else list(spaces.SPACES)
+    names = [FLAGS.agent] if FLAGS.agent else [n for n in agents.AGENT_NAMES if spaces.builtin(n)]
     for name in names:
         agents.get(name)
         print(spaces.describe(name, spaces.builtin(name)))

@@ -2,10 +2,12 @@
 a NumPy copy of the policy, so that the envs can run on other cores or machines than the learner.
 
     pool        what every kind of actor shares: shares of the envs, gathering a round, restarts, resume, rates
-    on_policy   A2C, PPO: one rollout per update, gathered from every actor (sync) or as they arrive, corrected
-                with V-trace (async) (RayRollouts)
-    off_policy  DQN, SAC, TD3: one train period of transitions per round, into the learner's replay (RayTransitions)
     cluster     the Ray the actors live in: started locally, or a cluster joined (--ray_address)
+
+Each agent family owns its kind of actor, named by its AgentSpec.rollout_actors: A2C and PPO's rollouts, gathered
+from every actor (sync) or as they arrive and corrected with V-trace (async), in
+tfrl.agents.actor_critic.ray_actors (RayRollouts); DQN, SAC and TD3's train periods of transitions into the
+learner's replay in tfrl.agents.off_policy.ray_actors (RayTransitions).
 
 docs/distributed.md says how to use them and how far they scale.
 """

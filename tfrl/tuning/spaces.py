@@ -1,4 +1,5 @@
-"""Search spaces: which hyperparameters `tfrl tune` samples, per agent, written as data.
+"""Search spaces: which hyperparameters `tfrl tune` samples, written as data (each agent's own is its
+AgentSpec.search_space).
 
 A space maps a hyperparameter (a field of the agent's config dataclass) to how it is sampled:
 
@@ -26,75 +27,18 @@ from typing import Any, Mapping
 from tfrl import config as config_lib, strict_json
 from tfrl.errors import UsageError
 
-_GAMMAS = [0.95, 0.98, 0.99, 0.995, 0.999]
-_LOG_LR = {"type": "float", "low": 1e-5, "high": 3e-3, "log": True}
-_ENTROPY = {"type": "float", "low": 1e-8, "high": 0.05, "log": True}  # the zoo's 1e-8..0.1; near 0 = no bonus
-_ACTOR_CRITIC = {
-    "learning_rate": _LOG_LR,
-    "lr_schedule": {"type": "categorical", "choices": ["constant", "linear"]},
-    "gamma": {"type": "categorical", "choices": _GAMMAS},
-    "gae_lambda": {"type": "categorical", "choices": [0.8, 0.9, 0.92, 0.95, 0.98, 1.0]},
-    "entropy_coef": _ENTROPY,
-    "value_coef": {"type": "float", "low": 0.2, "high": 1.0},
-    "max_grad_norm": {"type": "categorical", "choices": [0.3, 0.5, 1.0, 2.0, 5.0]},
-    "hidden_sizes": {"type": "categorical", "choices": ["64,64", "128,128", "256,256"]},
-    "activation": {"type": "categorical", "choices": ["tanh", "relu"]},
-}
-_OFF_POLICY = {
-    "learning_rate": _LOG_LR,
-    "batch_size": {"type": "categorical", "choices": [32, 64, 128, 256]},
-    "gamma": {"type": "categorical", "choices": _GAMMAS},
-    "replay_capacity": {"type": "categorical", "choices": [10_000, 50_000, 100_000]},
-    "learning_starts": {"type": "categorical", "choices": [0, 1000, 5000, 10_000]},
-    "train_period_env_steps": {"type": "categorical", "choices": [1, 4, 8, 16]},
-    "gradient_steps_per_train": {"type": "categorical", "choices": [1, 2, 4, 8]},
-}
-
-_CONTINUOUS = {  # SAC's and TD3's
-    **_OFF_POLICY,
-    "replay_capacity": {"type": "categorical", "choices": [10_000, 100_000, 1_000_000]},
-    "batch_size": {"type": "categorical", "choices": [64, 128, 256, 512]},
-    "target_update_tau": {"type": "categorical", "choices": [0.001, 0.005, 0.01, 0.02, 0.05]},
-    "hidden_sizes": {"type": "categorical", "choices": ["64,64", "256,256", "400,300"]},
-}
-
-SPACES: dict[str, dict[str, dict[str, Any]]] = {
-    "dqn": {
-        **_OFF_POLICY,
-        "target_update_period_env_steps": {"type": "categorical", "choices": [10, 100, 250, 1000, 5000]},
-        "epsilon_end": {"type": "float", "low": 0.0, "high": 0.2},
-        "epsilon_decay_fraction": {"type": "float", "low": 0.05, "high": 0.5},
-        "n_step_return": {"type": "categorical", "choices": [1, 3, 5]},
-        "dueling": {"type": "categorical", "choices": [False, True]},
-        "hidden_sizes": {"type": "categorical", "choices": ["64", "64,64", "256,256"]},
-    },
-    "a2c": {
-        **_ACTOR_CRITIC,
-        "rollout_length": {"type": "categorical", "choices": [5, 8, 16, 32, 64, 128]},
-        "normalize_advantage": {"type": "categorical", "choices": [False, True]},
-        "optimizer": {"type": "categorical", "choices": ["rmsprop", "adam"]},
-    },
-    "ppo": {
-        **_ACTOR_CRITIC,
-        "rollout_length": {"type": "categorical", "choices": [16, 32, 64, 128, 256, 512, 1024]},
-        "batch_size": {"type": "categorical", "choices": [32, 64, 128, 256]},
-        "n_epochs": {"type": "categorical", "choices": [3, 5, 10, 20]},
-        "clip_range": {"type": "categorical", "choices": [0.1, 0.2, 0.3]},
-    },
-    "sac": _CONTINUOUS,
-    "td3": {  # rl_zoo3 samples the action noise's std in [0, 1]; the policy delay is the paper's 2 and neighbours
-        **_CONTINUOUS,
-        "exploration_noise": {"type": "float", "low": 0.0, "high": 0.5},
-        "policy_delay": {"type": "categorical", "choices": [1, 2, 3]},
-    },
-}
+# Entries the agents' spaces share (each agent's space is its AgentSpec.search_space, in its package).
+GAMMAS = {"type": "categorical", "choices": [0.95, 0.98, 0.99, 0.995, 0.999]}
+LOG_LEARNING_RATE = {"type": "float", "low": 1e-5, "high": 3e-3, "log": True}
 
 _KEYS = {"float": {"low", "high", "log", "step"}, "int": {"low", "high", "log", "step"}, "categorical": {"choices"}}
 
 
 def builtin(agent: str) -> dict[str, dict[str, Any]]:
-    """The agent's built-in space (empty for an agent without one)."""
-    return json.loads(json.dumps(SPACES.get(agent, {})))  # a deep copy
+    """The agent's built-in space, its AgentSpec.search_space (empty for an agent without one)."""
+    from tfrl import agents
+
+    return json.loads(json.dumps(dict(agents.get(agent).spec.search_space)))  # a deep copy
 
 
 def read_file(path: str) -> dict[str, Any]:
@@ -127,7 +71,7 @@ def resolve(agent: str, config_cls: type, overlay: Mapping[str, Any] | None, fix
     fixed_names = {config_lib.field_name(config_cls, name, "--hp") for name in fixed}
     checked = {name: entry for name, entry in checked.items() if name not in fixed_names}
     if not checked:
-        where = "its space" if agent in SPACES else f"--agent={agent} has no built-in space, and --space"
+        where = "its space" if builtin(agent) else f"--agent={agent} has no built-in space, and --space"
         raise UsageError(f"{source}: nothing to sample ({where} leaves no hyperparameter that --hp does not fix)")
     return checked
 
@@ -198,7 +142,7 @@ def describe(agent: str, space: Mapping[str, Any]) -> str:
     """--space=help: the agent's space as JSON, with how to change it."""
     if not space:
         return f"# {agent} has no built-in search space: give one with --space=FILE.json (entries as in the others)"
-    head = (f"# search space of {agent} (tfrl/tuning/spaces.py); --space=FILE.json lays a file of the same form "
+    head = (f"# search space of {agent} (its AgentSpec.search_space); --space=FILE.json lays a file of the same form "
             "over it (null drops an entry), --hp=name=value fixes one")
     entries = ",\n".join(f"  {json.dumps(name)}: {json.dumps(entry)}" for name, entry in space.items())
     return f"{head}\n{{\n{entries}\n}}"

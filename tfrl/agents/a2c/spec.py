@@ -7,4 +7,10 @@ SPEC = AgentSpec("a2c", config="tfrl.agents.a2c.config:A2CConfig", learner="tfrl
                  agent="tfrl.agents.actor_critic.agent:ActorCriticAgent", policy="tfrl.agents.actor_critic.policy",
                  estimate_memory=ac_spec.estimate_memory, actions=("discrete", "multi_discrete", "continuous"),
                  check_observations=ac_spec.check_observations, convolves=ac_spec.convolves,
-                 rollout_actors=ac_spec.ROLLOUT_ACTORS, check_actors=ac_spec.check_actors)
+                 rollout_actors=ac_spec.ROLLOUT_ACTORS, check_actors=ac_spec.check_actors,
+                 search_space={
+                     **ac_spec.SEARCH_SPACE,
+                     "rollout_length": {"type": "categorical", "choices": [5, 8, 16, 32, 64, 128]},
+                     "normalize_advantage": {"type": "categorical", "choices": [False, True]},
+                     "optimizer": {"type": "categorical", "choices": ["rmsprop", "adam"]},
+                 })

@@ -35,7 +35,7 @@ from tfrl.models import networks, numpy_networks, running_stats
 from tfrl.models.policy_memory import StatefulPolicy
 
 if TYPE_CHECKING:  # the type only: Ray loads with --actors
-    from tfrl.rollout_actors.on_policy import RayRollouts
+    from tfrl.agents.actor_critic.ray_actors import RayRollouts
 
 # The learners' schedule values among their metrics: a log record shows the newest, not the interval's mean.
 SCHEDULE_VALUES = ("learning_rate", "clip_range")

@@ -7,8 +7,21 @@ from tfrl import memory
 from tfrl.config import field_torsos
 from tfrl.errors import UsageError
 from tfrl.models.policy_inputs import STATE_NAME, input_name
+from tfrl.tuning import spaces
 
-ROLLOUT_ACTORS = "tfrl.rollout_actors.on_policy:RayRollouts"  # --actors
+ROLLOUT_ACTORS = "tfrl.agents.actor_critic.ray_actors:RayRollouts"  # --actors
+# What `tfrl tune` samples of A2C and PPO (tfrl.tuning.spaces; after rl-baselines3-zoo's samplers).
+SEARCH_SPACE = {
+    "learning_rate": spaces.LOG_LEARNING_RATE,
+    "lr_schedule": {"type": "categorical", "choices": ["constant", "linear"]},
+    "gamma": spaces.GAMMAS,
+    "gae_lambda": {"type": "categorical", "choices": [0.8, 0.9, 0.92, 0.95, 0.98, 1.0]},
+    "entropy_coef": {"type": "float", "low": 1e-8, "high": 0.05, "log": True},  # the zoo's 1e-8..0.1; ~0: no bonus
+    "value_coef": {"type": "float", "low": 0.2, "high": 1.0},
+    "max_grad_norm": {"type": "categorical", "choices": [0.3, 0.5, 1.0, 2.0, 5.0]},
+    "hidden_sizes": {"type": "categorical", "choices": ["64,64", "128,128", "256,256"]},
+    "activation": {"type": "categorical", "choices": ["tanh", "relu"]},
+}
 
 
 def check_actors(config, settings) -> None:

@@ -34,7 +34,7 @@ from tfrl.replay.prioritized import PrioritizedReplay
 from tfrl.schedules import Schedule, next_deadline
 
 if TYPE_CHECKING:  # the type only: Ray loads with --actors
-    from tfrl.rollout_actors.off_policy import RayTransitions
+    from tfrl.agents.off_policy.ray_actors import RayTransitions
 
 
 def importance_sampling_beta(env_step: int, config: DQNConfig) -> float:

@@ -6,7 +6,7 @@ from tfrl import memory
 from tfrl.agents.core import AgentSpec
 from tfrl.config import field_torsos
 from tfrl.errors import UsageError
-from tfrl.rollout_actors import off_policy as off_policy_actors
+from tfrl.agents.off_policy import ray_actors as off_policy_actors, spec as off_policy_spec
 
 
 def check_observations(config, env_info) -> None:
@@ -39,4 +39,13 @@ SPEC = AgentSpec("dqn", config="tfrl.agents.dqn.config:DQNConfig", learner="tfrl
                  estimate_memory=estimate_memory, check_observations=check_observations, convolves=convolves,
                  refusals={"multi_discrete": "a Q-function over every combination of the dimensions grows "
                                              "exponentially, and factorized ones are a research topic"},
-                 rollout_actors=off_policy_actors.ROLLOUT_ACTORS, check_actors=off_policy_actors.check_config)
+                 rollout_actors=off_policy_actors.ROLLOUT_ACTORS, check_actors=off_policy_actors.check_config,
+                 search_space={
+                     **off_policy_spec.SEARCH_SPACE,
+                     "target_update_period_env_steps": {"type": "categorical", "choices": [10, 100, 250, 1000, 5000]},
+                     "epsilon_end": {"type": "float", "low": 0.0, "high": 0.2},
+                     "epsilon_decay_fraction": {"type": "float", "low": 0.05, "high": 0.5},
+                     "n_step_return": {"type": "categorical", "choices": [1, 3, 5]},
+                     "dueling": {"type": "categorical", "choices": [False, True]},
+                     "hidden_sizes": {"type": "categorical", "choices": ["64", "64,64", "256,256"]},
+                 })

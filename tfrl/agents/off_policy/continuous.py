@@ -28,7 +28,7 @@ from tfrl.envs import EnvInfo, VectorStepper
 from tfrl.replay import UniformReplay
 
 if TYPE_CHECKING:  # the type only: Ray loads with --actors
-    from tfrl.rollout_actors.off_policy import RayTransitions
+    from tfrl.agents.off_policy.ray_actors import RayTransitions
 
 
 def to_env_action(squashed, low, high):

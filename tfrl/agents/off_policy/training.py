@@ -106,7 +106,7 @@ class ReplayTraining:
 
 def collect_transitions(env, acting, mirror, obs_normalizer, replay, observe=None) -> None:
     """One vector step of the envs in this process (env: a VectorStepper, stepped by `acting`), or one round of
-    the rollout actors (env: tfrl.rollout_actors.off_policy.RayTransitions, which act with copies of `mirror`
+    the rollout actors (env: tfrl.agents.off_policy.ray_actors.RayTransitions, which act with copies of `mirror`
     and of the observation statistics): every transition into the replay."""
     if isinstance(env, VectorStepper):
         batches = [acting.step(env, env.env_step, obs_normalizer, observe)]

@@ -19,4 +19,11 @@ SPEC = AgentSpec("ppo", config="tfrl.agents.ppo.config:PPOConfig", learner="tfrl
                  agent="tfrl.agents.actor_critic.agent:ActorCriticAgent", policy="tfrl.agents.actor_critic.policy",
                  estimate_memory=estimate_memory, actions=("discrete", "multi_discrete", "continuous"),
                  check_observations=ac_spec.check_observations, convolves=ac_spec.convolves,
-                 rollout_actors=ac_spec.ROLLOUT_ACTORS, check_actors=ac_spec.check_actors)
+                 rollout_actors=ac_spec.ROLLOUT_ACTORS, check_actors=ac_spec.check_actors,
+                 search_space={
+                     **ac_spec.SEARCH_SPACE,
+                     "rollout_length": {"type": "categorical", "choices": [16, 32, 64, 128, 256, 512, 1024]},
+                     "batch_size": {"type": "categorical", "choices": [32, 64, 128, 256]},
+                     "n_epochs": {"type": "categorical", "choices": [3, 5, 10, 20]},
+                     "clip_range": {"type": "categorical", "choices": [0.1, 0.2, 0.3]},
+                 })

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tfrl import memory
 from tfrl.agents.core import AgentSpec
-from tfrl.rollout_actors import off_policy as off_policy_actors
+from tfrl.agents.off_policy import ray_actors as off_policy_actors, spec as off_policy_spec
 
 
 def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
@@ -24,4 +24,5 @@ def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
 SPEC = AgentSpec("sac", config="tfrl.agents.sac.config:SACConfig", learner="tfrl.agents.sac.learning:SACLearner",
                  agent="tfrl.agents.sac.agent:SACAgent", policy="tfrl.agents.sac.policy",
                  estimate_memory=estimate_memory, actions=("continuous",), images=False,
-                 rollout_actors=off_policy_actors.ROLLOUT_ACTORS, check_actors=off_policy_actors.check_config)
+                 rollout_actors=off_policy_actors.ROLLOUT_ACTORS, check_actors=off_policy_actors.check_config,
+                 search_space=off_policy_spec.CONTINUOUS_SEARCH_SPACE)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tfrl import memory
 from tfrl.agents.core import AgentSpec
-from tfrl.rollout_actors import off_policy as off_policy_actors
+from tfrl.agents.off_policy import ray_actors as off_policy_actors, spec as off_policy_spec
 
 
 def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
@@ -24,4 +24,9 @@ def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
 SPEC = AgentSpec("td3", config="tfrl.agents.td3.config:TD3Config", learner="tfrl.agents.td3.learning:TD3Learner",
                  agent="tfrl.agents.td3.agent:TD3Agent", policy="tfrl.agents.td3.policy",
                  estimate_memory=estimate_memory, actions=("continuous",), images=False,
-                 rollout_actors=off_policy_actors.ROLLOUT_ACTORS, check_actors=off_policy_actors.check_config)
+                 rollout_actors=off_policy_actors.ROLLOUT_ACTORS, check_actors=off_policy_actors.check_config,
+                 search_space={  # rl_zoo3 samples the noise's std in [0, 1]; the delay: the paper's 2 and neighbours
+                     **off_policy_spec.CONTINUOUS_SEARCH_SPACE,
+                     "exploration_noise": {"type": "float", "low": 0.0, "high": 0.5},
+                     "policy_delay": {"type": "categorical", "choices": [1, 2, 3]},
+                 })

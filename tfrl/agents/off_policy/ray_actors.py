@@ -27,7 +27,7 @@ from tfrl.rollout_actors import ActorSettings
 from tfrl.rollout_actors.pool import ActorPool, ShareWorker
 
 
-ROLLOUT_ACTORS = "tfrl.rollout_actors.off_policy:RayTransitions"  # an AgentSpec's rollout_actors
+ROLLOUT_ACTORS = "tfrl.agents.off_policy.ray_actors:RayTransitions"  # an AgentSpec's rollout_actors
 
 
 def check_config(config, settings: ActorSettings) -> None:
