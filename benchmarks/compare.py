@@ -52,7 +52,6 @@ import datetime
 import importlib.metadata
 import importlib.util
 import json
-import math
 import os
 import pathlib
 import platform
@@ -72,6 +71,7 @@ sys.path.insert(0, str(REPO_ROOT))  # tfrl from this checkout when run as a scri
 from tfrl import cli, config as config_lib, errors, presets  # noqa: E402  (after the path fix)
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))  # benchmarks/stats.py, also when run through runpy
+import results_io  # noqa: E402
 import stats  # noqa: E402
 from tfrl.errors import UsageError  # noqa: E402
 
@@ -176,6 +176,7 @@ SB3 = Runner("SB3", _sb3_command)
 SBX = Runner("SBX", _sbx_command)
 DEFAULT_PAIR = (TFRL, SB3)
 LIBRARIES = {"tfrl": TFRL, "sb3": SB3, "sbx": SBX}  # --libs names
+assert tuple(r.name for r in LIBRARIES.values()) == results_io.LIBRARY_NAMES
 
 # ---- resolving a suite --------------------------------------------------------------------------
 
@@ -420,14 +421,6 @@ METRICS = (
 )
 
 
-def _median_spread(values: Sequence[float], digits: int) -> str:
-    """"median [min, max]" over seeds; the median alone for one seed."""
-    median = f"{statistics.median(values):.{digits}f}"
-    if len(values) == 1:
-        return median
-    return f"{median} [{min(values):.{digits}f}, {max(values):.{digits}f}]"
-
-
 def summary_table(records: Sequence[dict], names: Sequence[str]) -> str:
     """Markdown: per metric, each library's median [min, max] over seeds, and per seed the ratio of the first
     library's number to each other's (the difference, for returns)."""
@@ -439,28 +432,19 @@ def summary_table(records: Sequence[dict], names: Sequence[str]) -> str:
     column = {name: (lambda key, name=name: [by_seed[name][s][key] for s in seeds]) for name in names}
     for key, label, digits in METRICS:
         ratios = [[x / y for x, y in zip(column[base](key), column[o](key))] for o in others]
-        rows.append(f"| {label} | {' | '.join(_median_spread(column[n](key), digits) for n in names)} "
-                    f"| {' | '.join(_median_spread(r, 2) for r in ratios)} |")
+        rows.append(f"| {label} | {' | '.join(results_io.median_spread(column[n](key), digits) for n in names)} "
+                    f"| {' | '.join(results_io.median_spread(r, 2) for r in ratios)} |")
     # A ratio of returns means nothing when they can be negative: the difference instead.
     returns = {name: column[name]("return_mean") for name in names}
     differences = {o: [x - y for x, y in zip(returns[base], returns[o])] for o in others}
     episodes = by_seed[base][seeds[0]]["eval_episodes"]
     rows.append(f"| greedy return, mean of {episodes} episodes "
-                f"| {' | '.join(_median_spread(returns[n], 1) for n in names)} "
-                f"| {' | '.join(f'{base} - {o}: {_median_spread(differences[o], 1)}' for o in others)} |")
+                f"| {' | '.join(results_io.median_spread(returns[n], 1) for n in names)} "
+                f"| {' | '.join(f'{base} - {o}: {results_io.median_spread(differences[o], 1)}' for o in others)} |")
     rows.append(f"| greedy return: IQM [95 % stratified bootstrap CI] over seeds (benchmarks/stats.py) "
                 f"| {' | '.join(stats.iqm_with_ci(returns[n]) for n in names)} "
                 f"| {' | '.join(f'{base} - {o}: {stats.iqm_with_ci(differences[o])}' for o in others)} |")
     return "\n".join(rows)
-
-
-def time_to_return(record: dict, target: float) -> tuple[int, float] | None:
-    """(env step, training seconds) of the run's first log interval whose training episodes' mean return
-    reached `target`, or None."""
-    for env_step, seconds, mean_return in record["curve"]:
-        if mean_return >= target:
-            return env_step, seconds
-    return None
 
 
 def target_table(records: Sequence[dict], names: Sequence[str], target: float) -> str:
@@ -478,7 +462,7 @@ def target_table(records: Sequence[dict], names: Sequence[str], target: float) -
             "|---|" + "---|" * (len(names) + len(others))]
     by_seed = {name: {r["seed"]: r for r in records if r["library"] == name} for name in names}
     for seed in sorted(set.intersection(*(set(by_seed[name]) for name in names))):
-        reached = {n: time_to_return(by_seed[n][seed], target) for n in names}
+        reached = {n: results_io.time_to_return(by_seed[n][seed], target) for n in names}
         ratios = [f"{reached[base][1] / reached[o][1]:.2f}" if reached[base] and reached[o] else "-" for o in others]
         rows.append(f"| {seed} | {' | '.join(cell(by_seed[n][seed], reached[n]) for n in names)} "
                     f"| {' | '.join(ratios)} |")
@@ -572,20 +556,6 @@ def markdown_section(suite_name: str, specs: Sequence[RunSpec], records: Sequenc
     return "\n".join(lines)
 
 
-def write_section(docs_path: pathlib.Path, suite_name: str, section: str) -> None:
-    """Replaces the text between the suite's markers, or appends the markers and section at the end."""
-    start, end = f"<!-- compare:{suite_name} start -->", f"<!-- compare:{suite_name} end -->"
-    docs_path.parent.mkdir(parents=True, exist_ok=True)
-    text = docs_path.read_text() if docs_path.exists() else ""
-    block = f"{start}\n{section.rstrip()}\n{end}"
-    if start in text and end in text:
-        head, rest = text.split(start, 1)
-        text = head + block + rest.split(end, 1)[1]
-    else:
-        text = text.rstrip("\n") + ("\n\n" if text else "") + block + "\n"
-    docs_path.write_text(text)
-
-
 def plot_curves(records: Sequence[dict], names: Sequence[str], title: str, path: pathlib.Path) -> None:
     import matplotlib
 
@@ -619,29 +589,6 @@ class Outputs:
     results: pathlib.Path | None = None  # JSON-lines file the run records are appended to
 
 
-# What a results line holds at least (compare.py writes it; profiles.py reads the same files).
-RECORD_FIELDS = ("suite", "library", "seed", "threads", "started", "env_id", "return_mean")
-
-
-def read_results_file(path: pathlib.Path) -> list[dict]:
-    """The run records of a results file; UsageError naming the first line that is not one (a field of
-    RECORD_FIELDS missing, or a return that is not a finite number)."""
-    records = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            if not isinstance(record, dict) or not set(RECORD_FIELDS) <= set(record):
-                raise ValueError(f"{', '.join(RECORD_FIELDS)} are needed")
-            if not math.isfinite(float(record["return_mean"])):
-                raise ValueError(f"return_mean {record['return_mean']} is not finite")
-        except (ValueError, TypeError) as e:
-            raise UsageError(f"{path}:{number}: not a compare.py run record ({e})") from None
-        records.append(record)
-    return records
-
-
 def recorded_runs(results_path: pathlib.Path | None, specs: Sequence[RunSpec], names: Sequence[str]
                   ) -> dict[int, list[dict]]:
     """Seed -> the recorded runs, one per library of `names`, of the latest earlier comparison that ran that seed
@@ -651,26 +598,11 @@ def recorded_runs(results_path: pathlib.Path | None, specs: Sequence[RunSpec], n
         return {}
     spec = specs[0]
     hparams = json.loads(json.dumps(spec.hparams))
-    matching = [r for r in read_results_file(results_path)
+    matching = [r for r in results_io.read_results_file(results_path)
                 if r["suite"] == spec.suite and not r.get("quick") and r["threads"] == spec.threads
                 and r.get("hparams") == hparams and r["library"] in names]
     seeds = {s.seed for s in specs}
-    return {seed: runs for seed, runs in newest_side_by_side(matching, names).items() if seed in seeds}
-
-
-def newest_side_by_side(records: Sequence[dict], names: Sequence[str]) -> dict[int, list[dict]]:
-    """Seed -> one record per library of `names` (in that order), from the newest compare.py run (started stamp)
-    that ran the seed for every one of them; seeds no run completed are left out."""
-    by_seed = {}
-    for r in records:
-        if r["library"] in names:
-            by_seed.setdefault(r["seed"], {}).setdefault(r["started"], {})[r["library"]] = r
-    found = {}
-    for seed, runs_by_start in by_seed.items():
-        complete = [started for started, runs in runs_by_start.items() if set(runs) == set(names)]
-        if complete:
-            found[seed] = [runs_by_start[max(complete)][name] for name in names]
-    return found
+    return {seed: runs for seed, runs in results_io.newest_side_by_side(matching, names).items() if seed in seeds}
 
 
 def provenance(records: Sequence[dict], reused_seeds: set[int]) -> str:
@@ -722,9 +654,9 @@ def compare(suite_name: str, seeds: Sequence[int], threads: int, quick: bool, pa
                                plot_name, target_return, provenance(records, set(reused)) if reused else None,
                                nothing_ran=not to_run, results_name=_shown_path(results_path))
     if docs_path is not None:
-        write_section(docs_path, suite_name, section)
+        results_io.write_section(docs_path, suite_name, section)
         if not quick and results_path is not None:
-            refresh_summary(docs_path, results_path.parent)
+            refresh_summary(summary_docs(docs_path), results_path.parent)
     return records, section
 
 
@@ -738,12 +670,21 @@ def _shown_path(path: pathlib.Path | None) -> str | None:
         return str(path)
 
 
+def summary_docs(docs_path: pathlib.Path) -> pathlib.Path:
+    """Where the summary table of a suite's docs lives: in the file itself if it holds the summary's markers (one
+    file for everything), else in the benchmarks.md beside its folder (docs/benchmarks/SUITE.md ->
+    docs/benchmarks.md)."""
+    if docs_path.exists() and "<!-- compare:summary start -->" in docs_path.read_text():
+        return docs_path
+    return docs_path.parent.parent / "benchmarks.md"
+
+
 def refresh_summary(docs_path: pathlib.Path, results_dir: pathlib.Path) -> None:
     """Rewrites the summary table of benchmarks/summary.py from results_dir, in docs that hold its markers; never
     the repository's docs from results elsewhere (they would hold one suite, not every suite's runs)."""
     import summary  # benchmarks/summary.py imports this module
 
-    if f"<!-- compare:{summary.SECTION} start -->" not in docs_path.read_text():
+    if not docs_path.exists() or f"<!-- compare:{summary.SECTION} start -->" not in docs_path.read_text():
         return
     if (docs_path.resolve() == (REPO_ROOT / "docs" / "benchmarks.md").resolve()
             and results_dir.resolve() != (BENCHMARKS_DIR / "results").resolve()):
@@ -752,7 +693,7 @@ def refresh_summary(docs_path: pathlib.Path, results_dir: pathlib.Path) -> None:
         table = summary.markdown(results_dir, summary.MIN_SEEDS, "python benchmarks/summary.py")
     except UsageError:  # no suite has enough seeds yet: the section stays as it is
         return
-    write_section(docs_path, summary.SECTION, table)
+    results_io.write_section(docs_path, summary.SECTION, table)
 
 # ---- command line -------------------------------------------------------------------------------
 
@@ -769,7 +710,7 @@ def define_flags() -> None:
                        "this return (env step, training time).")
     flags.DEFINE_bool("quick", False, "Smoke test: a few thousand env steps, 5 evaluation episodes. Writes under "
                       "runs/compare-quick/ unless --docs/--plot/--results say otherwise.")
-    flags.DEFINE_string("docs", None, "Markdown file to write the section into (default docs/benchmarks.md; "
+    flags.DEFINE_string("docs", None, "Markdown file to write the section into (default docs/benchmarks/SUITE.md; "
                         "with --quick runs/compare-quick/benchmarks.md); empty = print only.")
     flags.DEFINE_string("plot", None, "PNG of the learning curves (default docs/images/compare-SUITE.png).")
     flags.DEFINE_string("results", None, "JSON-lines file the run records are appended to "
@@ -835,7 +776,7 @@ def main(argv):
     libraries = runners(FLAGS.libs)
     require_bench_extra(SUITES[FLAGS.suite], [name.strip().lower() for name in FLAGS.libs])
     out = REPO_ROOT / "runs" / "compare-quick" if FLAGS.quick else None
-    docs = _path_flag(FLAGS.docs, out / "benchmarks.md" if out else REPO_ROOT / "docs" / "benchmarks.md")
+    docs = _path_flag(FLAGS.docs, out / "benchmarks.md" if out else REPO_ROOT / "docs" / "benchmarks" / f"{FLAGS.suite}.md")
     plot = _path_flag(FLAGS.plot, (out or REPO_ROOT / "docs" / "images") / f"compare-{FLAGS.suite}.png")
     results = _path_flag(FLAGS.results, (out or BENCHMARKS_DIR / "results") / f"compare-{FLAGS.suite}.jsonl")
     command = " ".join(["python", "benchmarks/compare.py", *sys.argv[1:]])

@@ -61,7 +61,7 @@ flags.DEFINE_integer("calls", 100, "Train calls per timed block.")
 flags.DEFINE_integer("repeats", 5, "Timed blocks per combination; the median is reported.")
 flags.DEFINE_integer("warmup_calls", 20, "Untimed calls per learner first (tracing, XLA compilation).")
 flags.DEFINE_integer("cartpole_seed", None, "Instead of timing: train A2C on CartPole-v1 under each combination "
-                     "with tests/test_precision_xla.py's config (30k env steps) and this seed; print the greedy "
+                     "with tests/hardware/test_precision_xla.py's config (30k env steps) and this seed; print the greedy "
                      "return over 20 episodes and the wall time.")
 flags.DEFINE_integer("threads", 0, "TensorFlow's intra-op and inter-op threads (0: TF's default).")
 FLAGS = flags.FLAGS
@@ -163,7 +163,7 @@ def cartpole_outcomes(combos: list[tuple[str, bool]], seed: int) -> None:
 
     from tfrl.run import training_loop
 
-    # The same config as tests/test_precision_xla.py.
+    # The same config as tests/hardware/test_precision_xla.py.
     config = A2CConfig(total_env_steps=30_000, num_envs=8, rollout_length=8, gamma=0.98, gae_lambda=0.8,
                        learning_rate=1e-3, lr_schedule="linear", eval_interval=0, final_eval_episodes=20,
                        log_interval=10**9, checkpoint_interval=0)

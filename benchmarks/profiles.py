@@ -10,8 +10,8 @@ compare.py runs of the same settings join, as compare.py --reuse joins them) hol
 which every library ran side by side; the newest such table is used. Normalized score = (return - random) /
 (reference - random): `random` is the mean greedy-protocol return of uniformly random actions on the
 evaluation's 100 episodes (env seed 20000, as compare.py's final evaluation), measured here; `reference` is REFERENCE_RETURNS' value for the env. The interval at each tau is the stratified
-bootstrap's (runs resampled within each suite). Writes the table between its markers in docs/benchmarks.md
-(one section per set of libraries) and the figure to docs/images/performance-profiles-LIBS.png.
+bootstrap's (runs resampled within each suite). Writes the table between its markers
+to docs/benchmarks/profiles-LIBS.md (one file per set of libraries) and the figure to docs/images/performance-profiles-LIBS.png.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from absl import flags
 
 BENCHMARKS_DIR = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCHMARKS_DIR))
-import compare  # noqa: E402  (benchmarks/ is not a package)
+import results_io  # noqa: E402  (benchmarks/ is not a package)
 import stats  # noqa: E402
 from tfrl import cli  # noqa: E402
 from tfrl.errors import UsageError  # noqa: E402
@@ -65,7 +65,7 @@ def newest_complete_run(records: Sequence[dict], libs: Sequence[str], min_seeds:
         if not record.get("quick") and record.get("started") and record["library"] in libs:
             groups[_settings(record)].append(record)
     for runs in sorted(groups.values(), key=lambda runs: max(r["started"] for r in runs), reverse=True):
-        chosen = {id(r) for seed_runs in compare.newest_side_by_side(runs, libs).values() for r in seed_runs}
+        chosen = {id(r) for seed_runs in results_io.newest_side_by_side(runs, libs).values() for r in seed_runs}
         if len(chosen) >= min_seeds * len(libs):
             return [r for r in runs if id(r) in chosen]
     return None
@@ -99,7 +99,7 @@ def collect(results_dir: pathlib.Path, libs: Sequence[str], min_seeds: int) -> l
     """One entry per counted suite: its name, env, stamp, seeds, random and reference returns, scores by library."""
     suites = []
     for path in sorted(results_dir.glob("compare-*.jsonl")):
-        runs = newest_complete_run(compare.read_results_file(path), libs, min_seeds)
+        runs = newest_complete_run(results_io.read_results_file(path), libs, min_seeds)
         if runs is None:
             continue
         env_id = runs[0]["env_id"]
@@ -142,7 +142,7 @@ def markdown(suites: Sequence[dict], libs: Sequence[str], curves: dict, command:
         k = int(np.flatnonzero(np.isclose(THRESHOLDS, tau))[0])
         cells = [f"{curves[lib][0][k]:.2f} [{curves[lib][1][k][0]:.2f}, {curves[lib][1][k][1]:.2f}]" for lib in libs]
         lines.append(f"| tau = {tau:g} | " + " | ".join(cells) + " |")
-    lines += ["", f"![performance profiles](images/{image_name(libs)})"]
+    lines += ["", f"![performance profiles](../images/{image_name(libs)})"]
     return "\n".join(lines)
 
 
@@ -166,7 +166,7 @@ def plot(curves: dict, path: pathlib.Path, suite_count: int) -> None:
 def main(argv):
     cli.no_extra_args(argv)
     libs = [lib.strip() for lib in FLAGS.libs.split(",") if lib.strip()]
-    known = {runner.name for runner in compare.LIBRARIES.values()}
+    known = set(results_io.LIBRARY_NAMES)
     if len(libs) < 2 or set(libs) - known:
         raise UsageError(f"--libs: two or more of {', '.join(sorted(known))}, got {FLAGS.libs!r}")
     if FLAGS.min_seeds < 1:
@@ -177,16 +177,18 @@ def main(argv):
     curves = profiles(suites, libs)
     section = markdown(suites, libs, curves, " ".join(["python", "benchmarks/profiles.py", *sys.argv[1:]]))
     print(section)
-    if FLAGS.docs:
-        docs = pathlib.Path(FLAGS.docs)
-        plot(curves, docs.parent / "images" / image_name(libs), len(suites))
-        compare.write_section(docs, "profiles-" + "-".join(libs).lower(), section)
+    if FLAGS.docs != "":  # the section's image sits in docs/images/, one folder above the section's file
+        default = BENCHMARKS_DIR.parent / "docs" / "benchmarks" / f"profiles-{'-'.join(libs).lower()}.md"
+        docs = pathlib.Path(FLAGS.docs or default)
+        plot(curves, docs.parent.parent / "images" / image_name(libs), len(suites))
+        results_io.write_section(docs, "profiles-" + "-".join(libs).lower(), section)
 
 
 if __name__ == "__main__":
     flags.DEFINE_string("libs", "tfrl,SB3,SBX", "Libraries, as compare.py names them in its records.")
     flags.DEFINE_integer("min_seeds", 3, "Seeds a suite's run needs for every library to count.")
     flags.DEFINE_string("results_dir", str(BENCHMARKS_DIR / "results"), "Where the compare-*.jsonl files are.")
-    flags.DEFINE_string("docs", str(BENCHMARKS_DIR.parent / "docs" / "benchmarks.md"),
-                        "Markdown file to write the section into; empty: print only.")
+    flags.DEFINE_string("docs", None,
+                        "Markdown file to write the section into (default docs/benchmarks/profiles-LIBS.md); "
+                        "empty: print only.")
     cli.run(main)

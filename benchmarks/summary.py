@@ -23,7 +23,7 @@ from absl import flags
 
 BENCHMARKS_DIR = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCHMARKS_DIR))
-import compare  # noqa: E402  (benchmarks/ is not a package)
+import results_io  # noqa: E402  (benchmarks/ is not a package)
 import profiles  # noqa: E402
 import stats  # noqa: E402
 from tfrl import cli  # noqa: E402
@@ -59,7 +59,7 @@ def newest_partial(records: Sequence[dict], table: list[dict] | None) -> tuple[d
 def _ratios(runs: Sequence[dict], base: str, other: str) -> str:
     """base's wall time over other's, per seed: median [min, max]."""
     by_seed = {lib: {r["seed"]: r["wall_s"] for r in runs if r["library"] == lib} for lib in (base, other)}
-    return compare._median_spread([by_seed[base][seed] / by_seed[other][seed] for seed in sorted(by_seed[base])], 2)
+    return results_io.median_spread([by_seed[base][seed] / by_seed[other][seed] for seed in sorted(by_seed[base])], 2)
 
 
 def target_return(runs: Sequence[dict], libs: Sequence[str]) -> float | None:
@@ -85,7 +85,7 @@ def _round_down(value: float) -> float:
 def _time_to(runs: Sequence[dict], lib: str, target: float) -> str:
     """"median training s (runs that reached the target / runs)" of lib's runs."""
     mine = [r for r in runs if r["library"] == lib]
-    seconds = [reached[1] for r in mine if (reached := compare.time_to_return(r, target)) is not None]
+    seconds = [reached[1] for r in mine if (reached := results_io.time_to_return(r, target)) is not None]
     median = f"{statistics.median(seconds):.0f}" if seconds else "-"
     return f"{median} ({len(seconds)}/{len(mine)})"
 
@@ -114,11 +114,11 @@ def markdown(results_dir: pathlib.Path, min_seeds: int, command: str) -> str:
     """The section: the table over every compare-*.jsonl with a complete table, and the shorter series below."""
     rows, short = [], []
     for path in sorted(results_dir.glob("compare-*.jsonl")):
-        records = compare.read_results_file(path)
-        table = newest_table(records, min_seeds)
+        runs = results_io.read_results_file(path)
+        table = newest_table(runs, min_seeds)
         if table:
             rows.append(row(*table))
-        partial = newest_partial(records, table[0] if table else None)
+        partial = newest_partial(runs, table[0] if table else None)
         if partial:
             record, seeds = partial
             short.append(f"{record['suite']} at {_env_steps(record)} env steps (seed{'s' * (len(seeds) > 1)} "
@@ -147,7 +147,7 @@ def main(argv):
                        " ".join(["python", "benchmarks/summary.py", *sys.argv[1:]]))
     print(section)
     if FLAGS.docs:
-        compare.write_section(pathlib.Path(FLAGS.docs), SECTION, section)
+        results_io.write_section(pathlib.Path(FLAGS.docs), SECTION, section)
 
 
 if __name__ == "__main__":

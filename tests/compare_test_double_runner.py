@@ -1,4 +1,4 @@
-"""Test double of a library for benchmarks/compare.py (tests/test_compare.py): trains nothing.
+"""Test double of a library for benchmarks/compare.py (tests/benchmarks/test_compare.py): trains nothing.
 
     python tests/compare_test_double_runner.py --run_dir=RUN/run --name=double --order_log=FILE
 
