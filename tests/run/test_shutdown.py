@@ -43,7 +43,7 @@ def test_a_signal_before_the_loop_polls_stops_at_once(restore_signal_handlers):
 
 def test_a_launcher_killed_while_it_sets_up_exits_with_one_line(tmp_path):
     script = tmp_path / "setting_up.py"
-    script.write_text("import time\nfrom tfrl import cli, shutdown\n"
+    script.write_text("import time\nfrom tfrl import cli\nfrom tfrl.run import shutdown\n"
                       "def main(argv):\n"
                       "    shutdown.StopRequest.on_signals()\n"
                       "    print('setting up', flush=True)\n"
