@@ -345,7 +345,7 @@ def test_the_sequence_update_with_xla_matches_without():
 _MIRRORED_SCRIPT = """
 import dataclasses, json, sys
 import numpy as np
-sys.path.insert(0, "tests/agents")
+sys.path[:0] = ["tests", "tests/agents"]
 from test_recurrent import TWO_ACTIONS, N, T, _sequence_case
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner
