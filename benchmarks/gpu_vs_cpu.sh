@@ -7,6 +7,8 @@
 #   bash benchmarks/gpu_vs_cpu.sh runs     # the headline, PPO LunarLander (200k), DQN Catch, SAC Pendulum
 #   bash benchmarks/gpu_vs_cpu.sh essentials   # in about 5 minutes: the doctor, --device=cpu with and without XLA,
 #                                              # the train steps on the GPU, the headline and PPO on both
+#   bash benchmarks/gpu_vs_cpu.sh lease        # about 6 minutes, most telling first: the doctor, --device=cpu with
+#                                              # and without XLA, PPO on both, the train steps on both, the headline
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; export PYTHONPATH=$PWD:${PYTHONPATH:-} TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-1}
@@ -74,4 +76,18 @@ essentials() {
   timed headline-gpu train --agent=dqn --env=LunarLander-v2 --run_dir="$RUNS/headline-gpu"
 }
 
-"${1:?usage: gpu_vs_cpu.sh checks|runs|essentials}" 2>&1 | tee "$OUT/$1.log"
+lease() {
+  machine
+  local tiny=("${TINY[@]}")
+  timed place-cpu-xla train "${tiny[@]}" --run_dir="$RUNS/p-cpu-xla" --device=cpu --xla
+  timed place-cpu-noxla train "${tiny[@]}" --run_dir="$RUNS/p-cpu-noxla" --device=cpu --noxla
+  local ppo=(--agent=ppo --env=LunarLander-v2 --hp=total_env_steps=200000)
+  timed ppo-gpu train "${ppo[@]}" --run_dir="$RUNS/ppo-gpu"
+  timed ppo-cpu cpu train "${ppo[@]}" --run_dir="$RUNS/ppo-cpu"
+  local steps=(--agents=dqn,a2c,sac --calls=20 --repeats=3 --warmup_calls=5)
+  (cd benchmarks && python3 precision_xla.py "${steps[@]}" --combos=float32:off,float32:on) 2>&1 | grep "^|"
+  (cd benchmarks && cpu python3 precision_xla.py "${steps[@]}" --combos=float32:off) 2>&1 | grep "^|"
+  timed headline-gpu train --agent=dqn --env=LunarLander-v2 --run_dir="$RUNS/headline-gpu"
+}
+
+"${1:?usage: gpu_vs_cpu.sh checks|runs|essentials|lease}" 2>&1 | tee "$OUT/$1.log"
