@@ -68,15 +68,15 @@ def off_policy_train_call(agent: str, config, info: EnvInfo, runtime: runtime_li
     transitions = random_sac_batch(config.gradient_steps_per_train, config.batch_size, info.obs_shape,
                                    info.action_size, config.gamma, rng)
     if agent == "sac":
-        from tfrl.agents.sac.learning import SACBatch, SACLearner
+        from tfrl.agents.sac.learning import SACLearner
 
-        learner, batch = SACLearner(config, info, runtime), SACBatch(transitions)
+        learner = SACLearner(config, info, runtime)
     else:
-        from tfrl.agents.td3.learning import TD3Batch, TD3Learner
+        from tfrl.agents.td3.learning import TD3Learner
 
         del transitions["noise"]  # TD3's actor is deterministic: only the target smoothing's noise comes in
-        learner, batch = TD3Learner(config, info, runtime), TD3Batch(transitions)
-    return lambda: learner.update(batch)
+        learner = TD3Learner(config, info, runtime)
+    return lambda: learner.update(transitions)
 
 
 def time_calls(call: Callable[[], object], calls: int, repeats: int, warmup: int = 20) -> tuple[float, float]:

@@ -39,7 +39,7 @@ import numpy as np
 from absl import app, flags
 
 import dqn_train_step  # benchmarks/, the script's directory
-from tfrl import config as config_lib, presets
+from tfrl import agents, config as config_lib, presets
 from tfrl.agents.a2c.config import A2CConfig
 from tfrl.agents.a2c.learning import A2CLearner
 from tfrl.agents.actor_critic.rollout import Rollout
@@ -48,7 +48,7 @@ from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.agents.ppo.learning import PPOLearner
 from tfrl.agents.sac.config import SACConfig
-from tfrl.agents.sac.learning import SACBatch, SACLearner
+from tfrl.agents.sac.learning import SACLearner
 from tfrl.agents.td3.config import TD3Config
 from tfrl.envs import EnvInfo
 from tfrl.hardware import runtime as runtime_lib
@@ -138,7 +138,7 @@ def _ppo_lunarlander_case(runtime: runtime_lib.Runtime, rng: np.random.Generator
 def _sac_case(runtime: runtime_lib.Runtime, rng: np.random.Generator) -> callable:
     learner = SACLearner(SACConfig(gradient_steps_per_train=64, train_period_env_steps=64), LUNAR_CONTINUOUS,
                          runtime)
-    batch = SACBatch(dqn_train_step.random_sac_batch(64, 256, (8,), 2, 0.99, rng))
+    batch = dqn_train_step.random_sac_batch(64, 256, (8,), 2, 0.99, rng)
     return lambda: learner.update(batch)
 
 
@@ -173,7 +173,7 @@ def cartpole_outcomes(combos: list[tuple[str, bool]], seed: int) -> None:
         runtime = runtime_lib.apply(runtime_lib.RuntimeOptions(mixed_precision=precision, xla=xla))
         start = time.perf_counter()
         with tempfile.TemporaryDirectory() as run_dir:
-            final = training_loop.train("a2c", config, "CartPole-v1", seed, runtime, pathlib.Path(run_dir),
+            final = training_loop.train(agents.get("a2c"), config, "CartPole-v1", seed, runtime, pathlib.Path(run_dir),
                                         training_loop.LoopOptions(progress_bar=False))
         print(f"| {precision} | {'on' if xla else 'off'} | {seed} | {final['return_mean']:.1f} ± "
               f"{final['return_std']:.1f} | {time.perf_counter() - start:.1f} |", flush=True)

@@ -20,7 +20,6 @@ from tfrl.errors import RunError, UsageError
 from tfrl.hardware import quiet_logs
 
 
-
 def define_common_flags() -> None:
     """The flags every command has; a command module calls this when it defines its own (a library module never
     defines flags: importing tfrl must not change the flags of the user's program)."""

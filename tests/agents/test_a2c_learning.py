@@ -388,3 +388,15 @@ def test_the_learner_rewards_are_scaled_in_time_order_then_bootstrapped_where_tr
     np.testing.assert_array_equal(storage.rewards, [[first[0], first[1] + 0.5 * 5.0], second])
     np.testing.assert_array_equal(scaler.returns, by_hand.returns)
     np.testing.assert_array_equal(by_hand.returns, [0.0, 4.0])  # G restarts where each episode ended
+
+
+def test_adam_takes_the_configured_epsilon_and_refuses_a_non_positive_one():
+    """A2C's optimizer=adam gets adam_epsilon, as PPO's and the off-policy agents' Adam do (default Keras' 1e-7)."""
+    env = EnvInfo("CartPole-v1", (4,), 2)
+    for epsilon in (1e-7, 1e-3):
+        config = A2CConfig(optimizer="adam", adam_epsilon=epsilon, hidden_sizes=(8,))
+        learner = A2CLearner(config, env, _runtime())
+        inner = getattr(learner.optimizer, "inner_optimizer", learner.optimizer)
+        assert isinstance(inner, keras.optimizers.Adam) and inner.epsilon == pytest.approx(epsilon)
+    with pytest.raises(ValueError, match="adam_epsilon must be > 0"):
+        A2CConfig(optimizer="adam", adam_epsilon=0.0)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfrl import agents
 from tfrl.agents.actor_critic.heads import GaussianHead, make_head
 from tfrl.agents.actor_critic.networks import make_network
 from tfrl.agents.actor_critic.policy import serving_policy
@@ -78,7 +79,7 @@ def test_a_short_pendulum_run_learns_and_exports_a_box_policy(tmp_path):
                        gamma=0.9, gae_lambda=0.95, learning_rate=1e-3, eval_interval=0, final_eval_episodes=10,
                        log_interval=16_384, checkpoint_interval=0)
     runtime = Runtime(options=RuntimeOptions(), device_name="/device:CPU:0")
-    final = training_loop.train("ppo", config, "Pendulum-v1", 0, runtime, tmp_path,
+    final = training_loop.train(agents.get("ppo"), config, "Pendulum-v1", 0, runtime, tmp_path,
                                 training_loop.LoopOptions(progress_bar=False))
     # Random torques score about -1200 on Pendulum; 16 updates of the zoo's settings bring it well above.
     assert final["return_mean"] > -800, final

@@ -201,7 +201,7 @@ def test_gradient_step_double_dqn_by_hand(runtime):
         np.testing.assert_array_equal(w_returned, w_after)
     for w_before, w_after in zip(target_before, _weights(learner.target)):  # no target update asked
         np.testing.assert_array_equal(w_after, w_before)
-    assert int(learner.gradient_steps_done.numpy()) == 1
+    assert int(learner.gradient_steps.numpy()) == 1
 
 
 def test_gradient_step_vanilla_dqn_by_hand(runtime):
@@ -223,7 +223,7 @@ def test_k_gradient_steps_return_the_mean_loss_over_the_steps(runtime):
     loss_2 = _np_loss([w - LR for w in online_0], target, HAND_BATCH, double=True)
     assert loss_1 == pytest.approx(HAND_DOUBLE_LOSS)
     assert loss == pytest.approx((loss_1 + loss_2) / 2, rel=1e-5)
-    assert int(learner.gradient_steps_done.numpy()) == 2
+    assert int(learner.gradient_steps.numpy()) == 2
 
 
 @pytest.mark.parametrize("double_dqn", [True, False])
@@ -304,7 +304,7 @@ def test_train_step_traces_once_for_any_k_and_batch_size(runtime):
         }
         _train(learner, batch, update_target=update_target)  # a Python bool, as the loop passes it
     assert learner.train_step.experimental_get_tracing_count() == 1
-    assert int(learner.gradient_steps_done.numpy()) == 1 + 3 + 2 + 4
+    assert int(learner.gradient_steps.numpy()) == 1 + 3 + 2 + 4
 
 
 def test_xla_and_non_xla_steps_agree():
@@ -464,11 +464,11 @@ def test_learner_variables_and_step_on_second_logical_cpu():
         "online": [device(v) for v in learner.online.variables],
         "target": [device(v) for v in learner.target.variables],
         "optimizer": [device(v) for v in learner.optimizer.variables],
-        "gradient_steps": [device(learner.gradient_steps_done)],
+        "gradient_steps": [device(learner.gradient_steps)],
     }
     metrics, _ = _train(learner, make_batch(2, 8), update_target=True)
     print(json.dumps({"device_name": rt.device_name, "devices": devices, "loss": metrics["loss"],
-                      "gradient_steps": int(learner.gradient_steps_done.numpy())}))
+                      "gradient_steps": int(learner.gradient_steps.numpy())}))
     """)
     assert result["device_name"] == "/device:CPU:1"
     for group, devices in result["devices"].items():

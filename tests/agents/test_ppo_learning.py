@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl import config as config_lib, presets
+from tfrl import agents, config as config_lib, presets
 from tfrl.agents.actor_critic.heads import CategoricalHead
 from tfrl.agents.actor_critic.rollout import Rollout
 from tfrl.agents.ppo.config import PPOConfig
@@ -303,7 +303,7 @@ def test_the_loop_learns_cartpole_and_logs_the_ppo_metrics(tmp_path):
     config = PPOConfig(total_env_steps=12_288, num_envs=8, rollout_length=32, batch_size=64, n_epochs=4,
                        learning_rate=1e-3, gamma=0.98, gae_lambda=0.8, eval_interval=0, final_eval_episodes=10,
                        log_interval=4096, checkpoint_interval=0)
-    final = training_loop.train("ppo", config, "CartPole-v1", 0, _runtime(), tmp_path,
+    final = training_loop.train(agents.get("ppo"), config, "CartPole-v1", 0, _runtime(), tmp_path,
                                 training_loop.LoopOptions(progress_bar=False))
     assert final["kind"] == "final_eval" and final["env_step"] == 12_288 and final["updates"] == 48
     assert final["gradient_steps"] == 48 * 4 * 4

@@ -11,12 +11,13 @@ import pytest
 import tensorflow as tf
 from fresh_process import MIRRORED_PENDULUM_PRELUDE, run_json_script
 
+from tfrl import agents
 from tfrl.agents.sac import policy as sac_policy
 from tfrl.agents.sac.config import SACConfig
 from tfrl.models import export, serving
 from tfrl.models.numpy_networks import NumpySquashedActor
 from tfrl.run import evaluation, runs, training_loop
-from tfrl.agents.sac.learning import (SACBatch, SACLearner, actor_loss, critic_loss, soft_td_targets,
+from tfrl.agents.sac.learning import (SACLearner, actor_loss, critic_loss, soft_td_targets,
                                       squashed_gaussian, temperature_loss)
 from tfrl.envs import EnvInfo
 from tfrl.hardware.runtime import Runtime, RuntimeOptions
@@ -83,8 +84,8 @@ def _batch(k, b, seed=0):
 def _reference_steps(learner, batch, config):
     """The same K steps as SACLearner, written out with fresh copies of its networks and Keras' Adam."""
     clone = lambda model: keras.models.clone_model(model)  # noqa: E731
-    actor, critics, targets = clone(learner.actor), [clone(c) for c in learner.critics], [clone(t) for t in learner.targets]
-    for copy, model in [(actor, learner.actor), *zip(critics, learner.critics), *zip(targets, learner.targets)]:
+    actor, critics, targets = clone(learner.actor), [clone(c) for c in learner.critics], [clone(t) for t in learner.target_critics]
+    for copy, model in [(actor, learner.actor), *zip(critics, learner.critics), *zip(targets, learner.target_critics)]:
         copy.set_weights(model.get_weights())
     log_alpha = tf.Variable(float(learner.log_alpha.numpy()))
     adam = [keras.optimizers.Adam(config.learning_rate) for _ in range(3)]
@@ -123,14 +124,14 @@ def test_an_update_is_the_hand_written_steps_with_keras_adam(xla):
     learner = SACLearner(config, PENDULUM, _runtime(xla=xla))
     batch = _batch(3, 16)
     actor, critics, targets, log_alpha = _reference_steps(learner, batch, config)
-    update = learner.update(SACBatch(batch))
+    update = learner.update(batch)
     for got, want in zip(update.weights, actor.get_weights()):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
-    for model, reference in [*zip(learner.critics, critics), *zip(learner.targets, targets)]:
+    for model, reference in [*zip(learner.critics, critics), *zip(learner.target_critics, targets)]:
         for got, want in zip(model.get_weights(), reference.get_weights()):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     assert float(learner.log_alpha.numpy()) == pytest.approx(float(log_alpha.numpy()), rel=1e-5, abs=1e-6)
-    assert int(learner.gradient_steps_done.numpy()) == 3
+    assert int(learner.gradient_steps.numpy()) == 3
     assert set(update.metrics) == {"critic_loss", "actor_loss", "temperature", "temperature_loss", "entropy",
                                    "q_mean"}
     # alpha before each step's update: 0.5, then lower while the entropy is above its target (-1), else higher.
@@ -141,13 +142,13 @@ def test_a_fixed_temperature_stays_and_a_poisoned_critic_is_reported():
     from tfrl.models import numerics
 
     learner = SACLearner(SACConfig(hidden_sizes=(8,), batch_size=8, learn_temperature=False), PENDULUM, _runtime())
-    learner.update(SACBatch(_batch(2, 8)))
+    learner.update(_batch(2, 8))
     assert float(learner.log_alpha.numpy()) == 0.0
     head = learner.critics[0].get_layer("q_head")
     kernel, bias = head.get_weights()
     head.set_weights([kernel * np.inf, bias])
     with pytest.raises(numerics.NonFiniteError) as raised:
-        learner.update(SACBatch(_batch(2, 8, seed=1)))
+        learner.update(_batch(2, 8, seed=1))
     assert raised.value.gradient_step == 3
 
 
@@ -172,10 +173,10 @@ def test_a_short_pendulum_run_learns_resumes_and_exports(tmp_path):
                        final_eval_episodes=5, log_interval=1000, checkpoint_interval=2000)
     runtime = _runtime()
     polls = []
-    stopped = training_loop.train("sac", config, "Pendulum-v1", 0, runtime, tmp_path, training_loop.LoopOptions(
+    stopped = training_loop.train(agents.get("sac"), config, "Pendulum-v1", 0, runtime, tmp_path, training_loop.LoopOptions(
         progress_bar=False, stop_requested=lambda: polls.append(1) or len(polls) > 2500))
     assert stopped["kind"] == "stopped" and stopped["env_step"] == 2500
-    final = training_loop.train("sac", config, "Pendulum-v1", 0, runtime, tmp_path,
+    final = training_loop.train(agents.get("sac"), config, "Pendulum-v1", 0, runtime, tmp_path,
                                 training_loop.LoopOptions(progress_bar=False))
     assert final["env_step"] == 6000 and final["gradient_steps"] == 50 * 119  # calls at 100 (learning_starts), 150, ..., 6000
     # Random torques score about -1200; 6000 gradient steps of SAC swing the pendulum up.
@@ -189,7 +190,7 @@ def test_a_short_pendulum_run_learns_resumes_and_exports(tmp_path):
 def test_mirrored_on_two_logical_cpus_makes_the_single_device_update():
     code = MIRRORED_PENDULUM_PRELUDE + textwrap.dedent("""
         from tfrl.agents.sac.config import SACConfig
-        from tfrl.agents.sac.learning import SACBatch, SACLearner
+        from tfrl.agents.sac.learning import SACLearner
         config = SACConfig(hidden_sizes=(8,), batch_size=8, learning_rate=3e-3)
         rng = np.random.default_rng(0)
         k, b = 2, 8
@@ -203,8 +204,8 @@ def test_mirrored_on_two_logical_cpus_makes_the_single_device_update():
             learners[1].actor.set_weights(learners[0].actor.get_weights())
         for i in range(2):
             learners[1].critics[i].set_weights(learners[0].critics[i].get_weights())
-            learners[1].targets[i].set_weights(learners[0].targets[i].get_weights())
-        updates = [learner.update(SACBatch(batch)) for learner in learners]
+            learners[1].target_critics[i].set_weights(learners[0].target_critics[i].get_weights())
+        updates = [learner.update(batch) for learner in learners]
         print(json.dumps({"diff": max(float(np.abs(a - b).max()) for a, b in zip(updates[0].weights, updates[1].weights)),
                           "alpha": [float(l.log_alpha.numpy()) for l in learners],
                           "copies": len(learners[1].actor.trainable_variables[0].value.values)}))

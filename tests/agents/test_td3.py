@@ -14,7 +14,7 @@ from fresh_process import MIRRORED_PENDULUM_PRELUDE, run_json_script
 import tfrl
 from tfrl.agents.td3 import policy as td3_policy
 from tfrl.agents.td3.config import TD3Config
-from tfrl.agents.td3.learning import TD3Batch, TD3Learner, critic_loss, smoothed_target_actions, td_targets
+from tfrl.agents.td3.learning import TD3Learner, critic_loss, smoothed_target_actions, td_targets
 from tfrl.envs import EnvInfo
 from tfrl.errors import UsageError
 from tfrl.hardware.runtime import Runtime, RuntimeOptions
@@ -69,28 +69,28 @@ def _same(a, b):
 def test_the_actor_and_the_targets_move_on_every_second_gradient_step_only(xla):
     config = TD3Config(hidden_sizes=(16,), target_update_tau=0.5, policy_delay=2)
     learner = TD3Learner(config, PENDULUM, _runtime(xla=xla))
-    actor, target, critic = _weights(learner.actor), _weights(learner.actor_target), _weights(learner.targets[0])
-    first = learner.update(TD3Batch(_batch(1, 8)))  # gradient step 1: critics only
+    actor, target, critic = _weights(learner.actor), _weights(learner.actor_target), _weights(learner.target_critics[0])
+    first = learner.update(_batch(1, 8))  # gradient step 1: critics only
     assert _same(_weights(learner.actor), actor) and _same(_weights(learner.actor_target), target)
-    assert _same(_weights(learner.targets[0]), critic) and not _same(_weights(learner.critics[0]), critic)
+    assert _same(_weights(learner.target_critics[0]), critic) and not _same(_weights(learner.critics[0]), critic)
     assert "actor_loss" not in first.metrics and first.metrics["critic_loss"] > 0
     assert _same(first.weights, actor)  # the acting weights that come back are the actor's
 
     online_critic = _weights(learner.critics[0])
-    second = learner.update(TD3Batch(_batch(1, 8, seed=1)))  # step 2: the critic, then the actor and every target
+    second = learner.update(_batch(1, 8, seed=1))  # step 2: the critic, then the actor and every target
     new_actor = _weights(learner.actor)
     assert not _same(new_actor, actor) and _same(second.weights, new_actor)
     # Polyak with tau 0.5 after the critic's second step: target = 0.5 * Q1 (after step 2) + 0.5 * Q1_target (= its
     # start), and the actor's target = 0.5 * the new actor + 0.5 * the old one.
-    for got, now, before in zip(_weights(learner.targets[0]), _weights(learner.critics[0]), critic):
+    for got, now, before in zip(_weights(learner.target_critics[0]), _weights(learner.critics[0]), critic):
         np.testing.assert_allclose(got, 0.5 * now + 0.5 * before, rtol=1e-6, atol=1e-7)
     for got, now, before in zip(_weights(learner.actor_target), new_actor, actor):
         np.testing.assert_allclose(got, 0.5 * now + 0.5 * before, rtol=1e-6, atol=1e-7)
     assert not _same(_weights(learner.critics[0]), online_critic)
-    assert np.isfinite(second.metrics["actor_loss"]) and int(learner.gradient_steps_done.numpy()) == 2
+    assert np.isfinite(second.metrics["actor_loss"]) and int(learner.gradient_steps.numpy()) == 2
 
-    third = learner.update(TD3Batch(_batch(3, 8, seed=2)))  # steps 3-5 in one call: the actor moves at step 4
-    assert int(learner.gradient_steps_done.numpy()) == 5 and "actor_loss" in third.metrics
+    third = learner.update(_batch(3, 8, seed=2))  # steps 3-5 in one call: the actor moves at step 4
+    assert int(learner.gradient_steps.numpy()) == 5 and "actor_loss" in third.metrics
 
 
 def test_the_layer_init_and_adam_epsilon_reach_the_td3_and_sac_learners():
@@ -120,7 +120,7 @@ def test_the_actor_loss_is_minus_the_first_critic_of_the_actors_action():
     actor_before = keras.models.clone_model(learner.actor)
     actor_before.set_weights(learner.actor.get_weights())
     batch = _batch(1, 8, seed=3)
-    update = learner.update(TD3Batch(batch))
+    update = learner.update(batch)
     # policy_delay 1: the critics step first, then the actor's loss is -mean(Q1(s, actor(s))) with the updated
     # Q1 and the actor as it was before its own step (the critics do not move again in this step).
     obs = batch["obs"][0]
@@ -190,7 +190,7 @@ def test_mirrored_on_two_logical_cpus_makes_the_single_device_update_with_the_de
     single-device update over 3 gradient steps (the actor and the targets move at step 2 only)."""
     code = MIRRORED_PENDULUM_PRELUDE + textwrap.dedent("""
         from tfrl.agents.td3.config import TD3Config
-        from tfrl.agents.td3.learning import TD3Batch, TD3Learner
+        from tfrl.agents.td3.learning import TD3Learner
         config = TD3Config(hidden_sizes=(8,), batch_size=8, learning_rate=3e-3, policy_delay=2, target_update_tau=0.5)
         rng = np.random.default_rng(0)
         k, b = 3, 8
@@ -200,18 +200,18 @@ def test_mirrored_on_two_logical_cpus_makes_the_single_device_update_with_the_de
         batch = {name: value.astype(np.float32) for name, value in batch.items()}
         learners = [TD3Learner(config, env, runtime) for runtime in (single, mirrored)]
         pairs = [(learners[0].actor, learners[1].actor), (learners[0].actor_target, learners[1].actor_target)]
-        pairs += list(zip(learners[0].critics + learners[0].targets, learners[1].critics + learners[1].targets))
+        pairs += list(zip(learners[0].critics + learners[0].target_critics, learners[1].critics + learners[1].target_critics))
         for source, copy in pairs:
             copy.set_weights(source.get_weights())
         start = [w.copy() for w in learners[0].actor.get_weights()]
-        updates = [learner.update(TD3Batch(batch)) for learner in learners]
+        updates = [learner.update(batch) for learner in learners]
         diff = lambda a, b: max(float(np.abs(x - y).max()) for x, y in zip(a, b))
         print(json.dumps({
             "actor": diff(updates[0].weights, updates[1].weights),
             "critics": max(diff(s.get_weights(), c.get_weights()) for s, c in pairs[2:]),
             "actor_target": diff(pairs[1][0].get_weights(), pairs[1][1].get_weights()),
             "actor_moved": diff(start, learners[0].actor.get_weights()),
-            "steps": [int(l.gradient_steps_done.numpy()) for l in learners],
+            "steps": [int(l.gradient_steps.numpy()) for l in learners],
             "copies": len(learners[1].actor.trainable_variables[0].value.values)}))
     """)
     result = run_json_script(code, timeout=300)

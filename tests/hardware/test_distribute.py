@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 from absl import flags
 
+from tfrl import agents
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.commands.runtime_flags import define_flags, options_from_flags
 from tfrl.hardware import distribute
@@ -123,11 +124,11 @@ def test_multi_worker_dqn_needs_a_full_batch_at_the_first_train_call():
     # emitted at least 16 - 3 + 1 = 14 transitions: 56 < 64 = batch_size. Enough: 4 * (64 / 4 + 3 - 1) = 72.
     config = DQNConfig(num_envs=4, n_step_return=3, batch_size=64, learning_starts=64)
     with pytest.raises(DistributeConfigError, match="raise learning_starts to at least 72"):
-        training_loop.check_runtime("dqn", config, two_workers)
-    training_loop.check_runtime("dqn", DQNConfig(num_envs=4, n_step_return=3, batch_size=64, learning_starts=72),
+        training_loop.check_runtime(agents.get("dqn"), config, two_workers)
+    training_loop.check_runtime(agents.get("dqn"), DQNConfig(num_envs=4, n_step_return=3, batch_size=64, learning_starts=72),
                                 two_workers)
     # One process trains whenever its replay is ready: no constraint.
-    training_loop.check_runtime("dqn", config, Runtime(options=RuntimeOptions(), device_name="/device:CPU:0"))
+    training_loop.check_runtime(agents.get("dqn"), config, Runtime(options=RuntimeOptions(), device_name="/device:CPU:0"))
 
 
 # --- mirrored on two logical CPUs == one device -------------------------------------------
@@ -211,7 +212,7 @@ def train(runtime, reference, rows=slice(None)):
     return start, {"ppo_metrics": ppo_metrics, "ppo_weights": [w.tolist() for w in ppo_weights],
                    "ppo_steps": int(ppo.optimizer.iterations.numpy()),
                    "dqn_loss": dqn_metrics["loss"], "dqn_weights": [w.tolist() for w in dqn_weights],
-                   "gradient_steps": int(dqn.gradient_steps_done.numpy()), "a2c_metrics": a2c_metrics,
+                   "gradient_steps": int(dqn.gradient_steps.numpy()), "a2c_metrics": a2c_metrics,
                    "a2c_weights": [w.tolist() for w in a2c_weights],
                    "copies": len(getattr(dqn.online.trainable_variables[0].value, "values", [None])),
                    "device": dqn.online.trainable_variables[0].value.device}

@@ -30,6 +30,7 @@ _TRAIN_COMBINATIONS = """
     import keras, tensorflow as tf
     from tfrl.hardware import runtime as runtime_lib
     from tfrl.run import checkpoints
+    from tfrl import agents
     from tfrl.run import training_loop
     from tfrl.agents.a2c.config import A2CConfig
     from tfrl.agents.a2c.learning import A2CLearner
@@ -42,7 +43,7 @@ _TRAIN_COMBINATIONS = """
     for policy, xla in json.loads(sys.argv[1]):
         runtime = runtime_lib.apply(runtime_lib.RuntimeOptions(mixed_precision=policy, xla=xla))
         run_dir = pathlib.Path(tempfile.mkdtemp())
-        final = training_loop.train("a2c", config, "CartPole-v1", 1, runtime, run_dir,
+        final = training_loop.train(agents.get("a2c"), config, "CartPole-v1", 1, runtime, run_dir,
                                     training_loop.LoopOptions(progress_bar=False))
         result = {"policy": policy, "xla": xla, "return_mean": final["return_mean"],
                   "global_policy": keras.mixed_precision.global_policy().name}

@@ -29,9 +29,9 @@ from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.agents.ppo.config import PPOConfig
 from tfrl.agents.ppo.learning import PPOLearner
 from tfrl.agents.sac.config import SACConfig
-from tfrl.agents.sac.learning import SACBatch, SACLearner
+from tfrl.agents.sac.learning import SACLearner
 from tfrl.agents.td3.config import TD3Config
-from tfrl.agents.td3.learning import TD3Batch, TD3Learner
+from tfrl.agents.td3.learning import TD3Learner
 from tfrl.envs import EnvInfo
 from tfrl.hardware import runtime as runtime_lib
 
@@ -53,7 +53,7 @@ def dqn(runtime, rng):
     return learner, learner.update(ReplayBatch(batch, False))
 
 
-def off_policy(cls, config_cls, batch_cls, runtime, rng, noise):
+def off_policy(cls, config_cls, runtime, rng, noise):
     k, b = 2, 32
     batch = {"obs": normal(rng, k, b, 8), "next_obs": normal(rng, k, b, 8),
              "action": rng.uniform(-1, 1, (k, b, 2)).astype(np.float32), "reward": normal(rng, k, b),
@@ -62,7 +62,7 @@ def off_policy(cls, config_cls, batch_cls, runtime, rng, noise):
         batch["noise"] = normal(rng, k, b, 2)
     config = config_cls(hidden_sizes=(64, 64), batch_size=b, gradient_steps_per_train=k, train_period_env_steps=k)
     learner = cls(config, BOX, runtime)
-    return learner, learner.update(batch_cls(batch))
+    return learner, learner.update(batch)
 
 
 def rollout(rng, b):
@@ -93,8 +93,8 @@ def variable_devices(learner):
 
 
 CASES = {"dqn": dqn, "a2c": a2c, "ppo": ppo,
-         "sac": lambda runtime, rng: off_policy(SACLearner, SACConfig, SACBatch, runtime, rng, noise=True),
-         "td3": lambda runtime, rng: off_policy(TD3Learner, TD3Config, TD3Batch, runtime, rng, noise=False)}
+         "sac": lambda runtime, rng: off_policy(SACLearner, SACConfig, runtime, rng, noise=True),
+         "td3": lambda runtime, rng: off_policy(TD3Learner, TD3Config, runtime, rng, noise=False)}
 options = runtime_lib.RuntimeOptions(device="cpu:1", logical_cpus=2)
 results = {}
 for agent, case in CASES.items():

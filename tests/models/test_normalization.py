@@ -7,6 +7,7 @@ import keras
 import numpy as np
 import pytest
 
+from tfrl import agents
 from tfrl.agents.actor_critic.heads import make_head
 from tfrl.agents.actor_critic.networks import make_network
 from tfrl.agents.actor_critic.policy import serving_policy
@@ -142,14 +143,14 @@ def test_a_resumed_ppo_run_continues_its_statistics_from_the_checkpoint(tmp_path
     runtime = _runtime()
     keras.utils.set_random_seed(0)
     polls = []
-    stopped = training_loop.train("ppo", config, "Pendulum-v1", 0, runtime, tmp_path,
+    stopped = training_loop.train(agents.get("ppo"), config, "Pendulum-v1", 0, runtime, tmp_path,
                                   training_loop.LoopOptions(progress_bar=False,
                                                             stop_requested=lambda: polls.append(1) or len(polls) > 1))
     assert stopped["kind"] == "stopped" and stopped["env_step"] == 512
     mean, var, count = _checkpointed_statistics(tmp_path, config)
     assert count == pytest.approx(512 + C)  # every observation of the first rollout, counted once
     assert checkpoints.Checkpointer(tmp_path, {}).restore_latest().arrays["reward_count"] == pytest.approx(512 + C)
-    training_loop.train("ppo", config, "Pendulum-v1", 0, runtime, tmp_path, training_loop.LoopOptions(progress_bar=False))
+    training_loop.train(agents.get("ppo"), config, "Pendulum-v1", 0, runtime, tmp_path, training_loop.LoopOptions(progress_bar=False))
     # Restarted from the prior, the counts would be 1024 + C: the resumed run's statistics went on from the
     # checkpoint's (its envs restart from a fresh reset, so its observations are not the uninterrupted run's).
     resumed_mean, resumed_var, resumed_count = _checkpointed_statistics(tmp_path, config)
@@ -168,7 +169,7 @@ def test_a_normalized_run_exports_a_policy_that_replays_its_final_evaluation(age
                            final_eval_episodes=2, log_interval=300, checkpoint_interval=0,
                            normalize_observations=True)
     keras.utils.set_random_seed(0)
-    final = training_loop.train(agent, config, "Pendulum-v1", 0, _runtime(), tmp_path,
+    final = training_loop.train(agents.get(agent), config, "Pendulum-v1", 0, _runtime(), tmp_path,
                                 training_loop.LoopOptions(progress_bar=False))
     mean, var, count = _checkpointed_statistics(tmp_path, config)
     assert count == pytest.approx(config.total_env_steps + C)

@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import pytest
 
+from tfrl import agents
 from tfrl.agents.dqn.agent import importance_sampling_beta
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.hardware.runtime import Runtime, RuntimeOptions
@@ -116,13 +117,13 @@ def test_a_dqn_run_with_prioritized_replay_checkpoints_its_priorities_and_resume
                        log_interval=200, checkpoint_interval=400, prioritized_replay=True)
     runtime = Runtime(options=RuntimeOptions(), device_name="/device:CPU:0")
     polls = []
-    stopped = training_loop.train("dqn", config, "CartPole-v1", 0, runtime, tmp_path, training_loop.LoopOptions(
+    stopped = training_loop.train(agents.get("dqn"), config, "CartPole-v1", 0, runtime, tmp_path, training_loop.LoopOptions(
         progress_bar=False, stop_requested=lambda: polls.append(1) or len(polls) > 700))
     assert stopped["kind"] == "stopped" and stopped["env_step"] == 700
     with np.load(tmp_path / "checkpoints" / f"ckpt-{stopped['checkpoint']}.npz") as arrays:
         priority = arrays["priority"]
     assert len(priority) == 500 and np.all(priority > 0) and len(np.unique(priority)) > 10  # updated from TD errors
-    final = training_loop.train("dqn", config, "CartPole-v1", 0, runtime, tmp_path,
+    final = training_loop.train(agents.get("dqn"), config, "CartPole-v1", 0, runtime, tmp_path,
                                 training_loop.LoopOptions(progress_bar=False))
     assert final["kind"] == "final_eval" and final["env_step"] == 1200
 
@@ -157,7 +158,7 @@ def test_in_the_background_the_actor_gets_each_call_s_weights_one_train_call_lat
     np.testing.assert_allclose(agent._mirror(obs), after_call_1, rtol=1e-5, atol=1e-6)
     agent.settle()  # call 2's weights
     np.testing.assert_allclose(agent._mirror(obs), agent.learner.online(obs).numpy(), rtol=1e-5, atol=1e-6)
-    assert int(agent.learner.gradient_steps_done.numpy()) == 4
+    assert int(agent.learner.gradient_steps.numpy()) == 4
 
 
 def test_in_the_background_the_learner_makes_the_same_updates_on_the_same_batches():
@@ -182,7 +183,7 @@ def test_a_run_in_the_background_is_reproducible(tmp_path):
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         keras.utils.set_random_seed(3)  # the network's initialization (the launcher sets it so)
-        final = training_loop.train("dqn", config, "CartPole-v1", 3, runtime, tmp_path / name,
+        final = training_loop.train(agents.get("dqn"), config, "CartPole-v1", 3, runtime, tmp_path / name,
                                     training_loop.LoopOptions(progress_bar=False))
         records = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
         runs.append([{k: v for k, v in r.items() if k not in ("wall_time_s", "env_steps_per_s")} for r in records])

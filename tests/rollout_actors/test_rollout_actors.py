@@ -27,12 +27,12 @@ from tfrl.agents.actor_critic.collection import collect_steps
 from tfrl.agents.actor_critic.config import ActorCriticConfig
 from tfrl.agents.actor_critic.heads import make_head
 from tfrl.agents.actor_critic.networks import make_network
+from tfrl.agents.actor_critic.ray_actors import RayRollouts, ShareSetup
 from tfrl.agents.actor_critic.rollout import STEP_FIELDS, RolloutStorage
 from tfrl.envs.stepping import EnvStepError
 from tfrl.errors import UsageError
 from tfrl.models import networks, normalization, numpy_networks
 from tfrl.models.running_stats import NoNormalization
-from tfrl.agents.actor_critic.ray_actors import RayRollouts, ShareSetup
 from tfrl.rollout_actors.pool import shares
 
 import actor_envs

@@ -82,6 +82,7 @@ SCRIPTED_RETURNS = [10.0, 40.0, 20.0, 40.0, 30.0, 35.0]
 
 
 def test_a2c_loop_keeps_evaluates_and_loads_the_best_policy(tmp_path, monkeypatch):
+    from tfrl import agents
     from tfrl.run import training_loop
     from tfrl.agents.a2c.config import A2CConfig
 
@@ -105,7 +106,7 @@ def test_a2c_loop_keeps_evaluates_and_loads_the_best_policy(tmp_path, monkeypatc
     run_dir.mkdir()
     (run_dir / CONFIG_FILE).write_text(json.dumps({"agent": "a2c", "env_id": "CartPole-v1", "seed": SEED,
                                                          "hparams": {"hidden_sizes": [16]}}))
-    final = training_loop.train("a2c", config, "CartPole-v1", SEED, runtime, run_dir,
+    final = training_loop.train(agents.get("a2c"), config, "CartPole-v1", SEED, runtime, run_dir,
                                 training_loop.LoopOptions(progress_bar=False))
     monkeypatch.undo()
 

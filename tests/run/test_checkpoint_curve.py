@@ -24,6 +24,7 @@ SEED = 5
 
 
 def test_the_curve_of_a_run_that_kept_every_checkpoint_matches_its_own_evaluations(tmp_path):
+    from tfrl import agents
     from tfrl.run import training_loop
     from tfrl.agents.a2c.config import A2CConfig
 
@@ -35,7 +36,7 @@ def test_the_curve_of_a_run_that_kept_every_checkpoint_matches_its_own_evaluatio
     (run_dir / CONFIG_FILE).write_text(json.dumps({"agent": "a2c", "env_id": "CartPole-v1", "seed": SEED,
                                                          "hparams": {"hidden_sizes": [16]}}))
     runtime = runtime_lib.apply(runtime_lib.RuntimeOptions())
-    final = training_loop.train("a2c", config, "CartPole-v1", SEED, runtime, run_dir,
+    final = training_loop.train(agents.get("a2c"), config, "CartPole-v1", SEED, runtime, run_dir,
                                 training_loop.LoopOptions(progress_bar=False, keep_checkpoints=None))
 
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]

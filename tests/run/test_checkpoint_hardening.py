@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfrl import agents
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.hardware.runtime import Runtime, RuntimeOptions
 from tfrl.run import checkpoints, training_loop
@@ -117,7 +118,7 @@ def test_a_full_disk_outside_a_checkpoint_stops_the_run_with_one_line_and_keeps_
     monkeypatch.setattr(writer_type, "flush", flush)
     (tmp_path / "run").mkdir()
     with pytest.raises(MetricsWriteError) as raised:
-        training_loop.train("dqn", config, "CartPole-v1", 0, runtime, tmp_path / "run",
+        training_loop.train(agents.get("dqn"), config, "CartPole-v1", 0, runtime, tmp_path / "run",
                             training_loop.LoopOptions(progress_bar=False))
     assert str(raised.value) == (f"cannot write the run's metrics in {tmp_path / 'run'} (No space left on device); "
                                  "training stopped: checkpoint 1 (env step 400) is the newest")

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfrl import agents
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.envs import EnvInfo
@@ -68,7 +69,7 @@ def _all_variables(learner: DQNLearner) -> dict[str, np.ndarray]:
     named = {f"online/{i}/{v.name}": v for i, v in enumerate(learner.online.weights)}
     named.update({f"target/{i}/{v.name}": v for i, v in enumerate(learner.target.weights)})
     named.update({f"optimizer/{i}/{v.name}": v for i, v in enumerate(learner.optimizer.variables)})
-    named["gradient_steps"] = learner.gradient_steps_done
+    named["gradient_steps"] = learner.gradient_steps
     return {name: np.array(v.numpy()) for name, v in named.items()}
 
 
@@ -527,7 +528,7 @@ def _loop_case(agent: str, **overrides):
                            checkpoint_interval=200)
     def train(config, env_id, seed, runtime, run_dir, progress_bar=False, stop_requested=shutdown.never):
         options = training_loop.LoopOptions(progress_bar=progress_bar, stop_requested=stop_requested)
-        return training_loop.train(agent, config, env_id, seed, runtime, run_dir, options)
+        return training_loop.train(agents.get(agent), config, env_id, seed, runtime, run_dir, options)
 
     return train, dataclasses.replace(config, **overrides)
 

@@ -129,7 +129,7 @@ def test_a_stop_during_an_evaluation_ends_it_at_once_and_saves_the_run(tmp_path,
 
     monkeypatch.setattr(evaluation, "evaluate_episodes", evaluating)
     options = training_loop.LoopOptions(progress_bar=False, stop_requested=lambda: bool(stop))
-    record = training_loop.train("dqn", config, "CartPole-v1", 0, Runtime(RuntimeOptions(), "/device:CPU:0"),
+    record = training_loop.train(agents.get("dqn"), config, "CartPole-v1", 0, Runtime(RuntimeOptions(), "/device:CPU:0"),
                                  tmp_path, options)
     assert time.monotonic() - stop[0] < 5  # not the hours of 100,000 episodes
     assert record == {"kind": "stopped", "env_step": 500 if periodic else 1000,

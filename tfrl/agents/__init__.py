@@ -21,7 +21,7 @@ _SPECS = {"dqn": "tfrl.agents.dqn.spec", "a2c": "tfrl.agents.a2c.spec", "ppo": "
 AGENT_NAMES = tuple(_SPECS)
 
 
-class Agent:
+class RegisteredAgent:
     """A registered agent: its AgentSpec, and what the launcher and the loop ask of it."""
 
     def __init__(self, spec: AgentSpec):
@@ -93,10 +93,10 @@ class Agent:
         return _load(self.spec.rollout_actors).for_agent(agent, env_spec, settings, seed, vector_mode, on_episode)
 
 
-def get(name: str) -> Agent:
+def get(name: str) -> RegisteredAgent:
     if name not in _SPECS:
         raise UsageError(f"--agent: unknown agent {name!r}; choose one of {', '.join(AGENT_NAMES)}")
-    return Agent(importlib.import_module(_SPECS[name]).SPEC)
+    return RegisteredAgent(importlib.import_module(_SPECS[name]).SPEC)
 
 
 def hparam_names() -> set[str]:

@@ -28,7 +28,7 @@ Outputs = Callable[[np.ndarray], dict]  # obs [N, *obs_shape] -> {"action": [N],
 
 
 @dataclasses.dataclass(frozen=True)
-class ServedPolicy:
+class SavedModelPolicy:
     policy: Policy  # a batch of observations -> actions [N]
     outputs: Outputs  # every output of the signature
     observations: ObsSpec  # what the signature takes (Dict observations: one input per field)
@@ -102,7 +102,7 @@ def traced_policy(policy: export.ServingPolicy, observations: ObsSpec | Sequence
     return acting(traced_outputs(policy, observations), policy.state_size)
 
 
-def load(saved_model_dir: pathlib.Path) -> ServedPolicy:
+def load(saved_model_dir: pathlib.Path) -> SavedModelPolicy:
     """The greedy policy of an exported version directory (.../<model_name>/<version>)."""
     path = pathlib.Path(saved_model_dir)
     if not path.is_dir() or not tf.saved_model.contains_saved_model(str(path)):
@@ -128,7 +128,7 @@ def load(saved_model_dir: pathlib.Path) -> ServedPolicy:
         del inputs[policy_inputs.STATE_NAME]
     observations = _signature_observations(path, inputs, metadata)
     outputs = numpy_outputs(signature, observations, signature=True)
-    return ServedPolicy(policy=acting(outputs, state_size), outputs=outputs, observations=observations,
+    return SavedModelPolicy(policy=acting(outputs, state_size), outputs=outputs, observations=observations,
                         metadata=metadata, saved_model=loaded, state_size=state_size)
 
 

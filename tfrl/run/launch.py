@@ -82,6 +82,7 @@ class Prepared:
     """A request that passed every check: what execute() runs."""
 
     request: TrainRequest
+    agent: agents.RegisteredAgent  # resolved once, here; the loop and the export take it from here
     env: envs.EnvSpec
     record: runs.RunRecord  # what config.json holds (or will hold)
     saved: runs.RunRecord | None  # the run already in run_dir, if any
@@ -136,11 +137,11 @@ def prepare(request: TrainRequest) -> Prepared:
         logging.warning("no preset of %s for %s: training with %s's defaults (total_env_steps=%d, hidden_sizes=%s); "
                         "--hp sets any of them, --hp=help lists them", request.agent, env.name,
                         type(config).__name__, config.total_env_steps, list(getattr(config, "hidden_sizes", ())))
-    return Prepared(request=request, env=env, record=record, saved=saved, chief=chief, complete=complete,
+    return Prepared(request=request, agent=spec, env=env, record=record, saved=saved, chief=chief, complete=complete,
                     run_dir=run_dir, extending=extending, source=source, model_label=label)
 
 
-def _record(request: TrainRequest, spec: agents.Agent, env: envs.EnvSpec, info: envs.EnvInfo,
+def _record(request: TrainRequest, spec: agents.RegisteredAgent, env: envs.EnvSpec, info: envs.EnvInfo,
             saved: runs.RunRecord | None) -> runs.RunRecord:
     """The run's record (config.json): preset, hyperparameters and runtime options resolved and checked."""
     if request.resume:
@@ -305,7 +306,7 @@ def _check_resume(request: TrainRequest, run_dir: pathlib.Path | None, saved: ru
         raise UsageError(f"--resume: {run_dir} has no checkpoint to resume from")
 
 
-def _preset_config(request: TrainRequest, spec: agents.Agent, env: envs.EnvSpec):
+def _preset_config(request: TrainRequest, spec: agents.RegisteredAgent, env: envs.EnvSpec):
     """(the agent's config with the preset applied, the preset's name or None, its runtime defaults)."""
     names = [name for name in (_env_arg(request.env), env.id) if name]
     preset = presets.find(request.agent, names, request.preset, presets.search_dirs(request.config_dir))
@@ -340,7 +341,7 @@ def execute(prepared: Prepared, stop_requested: Callable[[], bool] = shutdown.ne
     if prepared.complete is not None:
         return _already_complete(prepared.run_dir, prepared.complete)
     runtime = runtime_lib.apply(prepared.record.runtime)  # validates first; raises before anything is written
-    training_loop.check_runtime(request.agent, prepared.config, runtime)
+    training_loop.check_runtime(prepared.agent, prepared.config, runtime)
     # Python, NumPy and TF global seeds: network initialization (under multi_worker, the chief's initial
     # values are broadcast to every worker when the variables are created).
     keras.utils.set_random_seed(request.seed)
@@ -364,7 +365,7 @@ def execute(prepared: Prepared, stop_requested: Callable[[], bool] = shutdown.ne
                                             keep_checkpoints=request.keep_checkpoints or None,
                                             init_from=prepared.source, actors=request.actor_settings)
         # Each worker its own env, exploration and replay seeds; the chief's are the run's seed.
-        record = training_loop.train(request.agent, prepared.config, prepared.env, runtime.worker_seed(request.seed),
+        record = training_loop.train(prepared.agent, prepared.config, prepared.env, runtime.worker_seed(request.seed),
                                      runtime, run_dir, options)
         digest = _variables_digest(run_dir) if runtime.cluster.num_workers > 1 else None
         if record["kind"] == "stopped" or not prepared.chief:

@@ -68,7 +68,7 @@ class Deadlines:
         return cls(state["next_log_at"], state["next_eval_at"], state["next_checkpoint_at"])
 
 
-def train(agent_name: str, config, env: envs.EnvSpec | str, seed: int, runtime: Runtime, run_dir: pathlib.Path,
+def train(agent: agents.RegisteredAgent, config, env: envs.EnvSpec | str, seed: int, runtime: Runtime, run_dir: pathlib.Path,
           options: LoopOptions = LoopOptions()) -> dict:
     """Train for config.total_env_steps env steps (a whole number of the agent's passes); returns the final
     greedy evaluation record, with "best" holding the best policy's (keep_best_policy runs).
@@ -76,19 +76,18 @@ def train(agent_name: str, config, env: envs.EnvSpec | str, seed: int, runtime: 
     When options.stop_requested() turns true, saves a checkpoint and returns
     {"kind": "stopped", "env_step", "checkpoint"} instead.
     """
-    spec = agents.get(agent_name)
     env_spec = envs.as_spec(env)
     # With rollout actors, the envs here only describe the env: the actors step their own.
     vector_env = envs.make_vector_env(env_spec, 1 if options.actors.count else config.num_envs, seed=seed,
                                       vector_mode=options.vector_mode, training=True)
     try:
-        return _Run(spec, config, vector_env, env_spec, seed, runtime, run_dir, options).run()
+        return _Run(agent, config, vector_env, env_spec, seed, runtime, run_dir, options).run()
     finally:
         vector_env.close()
 
 
 class _Run:
-    def __init__(self, spec: agents.Agent, config, env, env_spec: envs.EnvSpec, seed: int, runtime: Runtime,
+    def __init__(self, spec: agents.RegisteredAgent, config, env, env_spec: envs.EnvSpec, seed: int, runtime: Runtime,
                  run_dir: pathlib.Path, options: LoopOptions):
         self.spec, self.config, self.env_spec, self.seed, self.run_dir = spec, config, env_spec, seed, run_dir
         self.options = options
@@ -244,7 +243,7 @@ class _Run:
             self._rate_since = (since_time + time.perf_counter() - start, since_step)
 
 
-def check_runtime(agent_name: str, config, runtime: Runtime) -> None:
+def check_runtime(agent: agents.RegisteredAgent, config, runtime: Runtime) -> None:
     """UsageError if the agent cannot train `config` under `runtime` (its strategy); writes nothing."""
-    agents.get(agent_name).check_runtime(config, runtime)
+    agent.check_runtime(config, runtime)
     best_policy.check_runtime(config.keep_best_policy, runtime)

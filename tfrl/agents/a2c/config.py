@@ -24,10 +24,14 @@ class A2CConfig(ActorCriticConfig):
     rmsprop_epsilon: float = 1e-5
     """RMSprop epsilon, PyTorch/SB3 convention: step = lr * g / (sqrt(v) + eps).
     Keras adds its epsilon inside the root, so the learner passes eps**2 (sqrt(v + eps^2) ~ sqrt(v) + eps)."""
+    adam_epsilon: float = 1e-7
+    """Adam's epsilon with optimizer=adam (outside the root, as PyTorch's; Keras' default, as PPO's and the
+    off-policy agents' adam_epsilon)."""
 
     def __post_init__(self):
         super().__post_init__()
         require(0 <= self.rmsprop_decay < 1, f"rmsprop_decay must be in [0, 1), got {self.rmsprop_decay}")
         require(self.rmsprop_epsilon > 0, f"rmsprop_epsilon must be > 0, got {self.rmsprop_epsilon}")
+        require(self.adam_epsilon > 0, f"adam_epsilon must be > 0, got {self.adam_epsilon}")
         require(self.optimizer in OPTIMIZERS,
                 f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")

@@ -49,7 +49,7 @@ def _make_optimizer(config: A2CConfig) -> keras.optimizers.Optimizer:
         # gives the same floor on the denominator (within a factor sqrt(2) where sqrt(v) ~ eps).
         return keras.optimizers.RMSprop(config.learning_rate, rho=config.rmsprop_decay,
                                         epsilon=config.rmsprop_epsilon ** 2, global_clipnorm=clip)
-    return keras.optimizers.Adam(config.learning_rate, global_clipnorm=clip)
+    return keras.optimizers.Adam(config.learning_rate, epsilon=config.adam_epsilon, global_clipnorm=clip)
 
 
 class A2CLearner:

@@ -116,7 +116,7 @@ class DQNAgent:
         return {**self._metrics.take(), "epsilon": self._epsilon.at(self._last_acted_at)}
 
     def counters(self) -> dict[str, int]:
-        return {"gradient_steps": int(self.learner.gradient_steps_done.numpy())}
+        return {"gradient_steps": int(self.learner.gradient_steps.numpy())}
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         return self.actor.greedy(obs)

@@ -81,7 +81,7 @@ def _learning_rate(config: DQNConfig):
 class DQNLearner:
     """Owns the online and target Q-networks, the optimizer and the train step.
 
-    All state is in tf.Variables (networks, optimizer slots and loss scale, `gradient_steps_done`), so one
+    All state is in tf.Variables (networks, optimizer slots and loss scale, `gradient_steps`), so one
     tf.train.Checkpoint of `checkpoint_items()` saves it.
 
     Under a tf.distribute strategy (runtime.strategy) the variables are mirrored, and each gradient step
@@ -102,7 +102,7 @@ class DQNLearner:
             self.optimizer = precision.built_optimizer(optimizer, self.online.trainable_variables,
                                                          runtime.options.mixed_precision)
             # The run's total so far (the checkpoint key stays "gradient_steps").
-            self.gradient_steps_done = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
+            self.gradient_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
         observations = env.observations
         fields = {"obs": (observations.row_shape, observations.numpy_dtype),
                   "next_obs": (observations.row_shape, observations.numpy_dtype),
@@ -133,7 +133,7 @@ class DQNLearner:
 
     def checkpoint_items(self) -> dict:
         return {dqn_policy.ONLINE_KEY: self.online, "target": self.target, "optimizer": self.optimizer,
-                "gradient_steps": self.gradient_steps_done}
+                "gradient_steps": self.gradient_steps}
 
     def update(self, batch: ReplayBatch) -> LearnerUpdate:
         """One TF call: the target update if due, then K = len(batch.transitions["action"]) gradient steps.
@@ -143,7 +143,7 @@ class DQNLearner:
         """
         num_steps = batch.transitions["action"].shape[0]
         flat = self._call(*self.rows.pack(batch.transitions, batch_dims=2), batch.update_target).numpy()
-        done = int(self.gradient_steps_done.numpy())
+        done = int(self.gradient_steps.numpy())
         update = train_step.finished_update(self.output, flat, self.optimizer, "Q-values",
                                             lambda k: done - num_steps + k + 1)
         if update.row_errors is not None:
@@ -175,7 +175,7 @@ class DQNLearner:
             grads, terms = self._batch_gradients(*step_batch)
             step_flags = train_step.apply_gradients(self.optimizer, grads, self.online.trainable_variables,
                                                     terms["loss"], terms["q_sum"])
-            self.gradient_steps_done.assign_add(1)
+            self.gradient_steps.assign_add(1)
             loss_sum += terms["loss"]
             q_sum += terms["q_mean"]
             flags, flagged_k = numerics.keep_first_flags(flags, flagged_k, step_flags, k)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from tfrl import memory
 from tfrl.agents.core import AgentSpec
+from tfrl.agents.off_policy import ray_actors as off_policy_actors, spec as off_policy_spec
 from tfrl.config import field_torsos
 from tfrl.errors import UsageError
-from tfrl.agents.off_policy import ray_actors as off_policy_actors, spec as off_policy_spec
 
 
 def check_observations(config, env_info) -> None:

@@ -10,7 +10,7 @@ raw observations; acting counts each one in the running statistics and each samp
 the statistics of its train call (tfrl.models.normalization).
 
 A subclass says how it explores (EXPLORER), what its greedy action is (`greedy_squashed`), which noise its
-batches carry (NOISE_FIELDS, in BATCH) and how it builds its mirror and serving policy. Its share of a checkpoint: the
+batches carry (NOISE_FIELDS) and how it builds its mirror and serving policy. Its share of a checkpoint: the
 replay (arrays), the acting and noise RNGs, the train deadline, the log interval's metrics so far.
 """
 
@@ -74,7 +74,6 @@ class ContinuousAgent:
     NAME = ""  # in messages
     EXPLORER: type = object  # EXPLORER(mirror, config): explore(obs, rng) -> [N, D] in [-1, 1]^D; use(mirror)
     NOISE_FIELDS: tuple[str, ...] = ()  # standard-normal [K, B, D] arrays each batch carries, drawn in this order
-    BATCH: type = dict  # what the learner's update takes: BATCH(transitions)
 
     def __init__(self, learner, config, env: EnvInfo, seed: int, mirror):
         self.learner, self.config, self._env_info = learner, config, env
@@ -118,7 +117,7 @@ class ContinuousAgent:
             transitions[name] = self._obs_normalizer(transitions[name])
         for name in self.NOISE_FIELDS:
             transitions[name] = self._noise_rng.standard_normal((k, b, self._size)).astype(np.float32)
-        self.training.run(self.BATCH(transitions))
+        self.training.run(transitions)
 
     def _apply(self, update, context) -> None:
         del context
@@ -138,7 +137,7 @@ class ContinuousAgent:
         return self._metrics.take()
 
     def counters(self) -> dict[str, int]:
-        return {"gradient_steps": int(self.learner.gradient_steps_done.numpy())}
+        return {"gradient_steps": int(self.learner.gradient_steps.numpy())}
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         return self.acting.env_action(self.greedy_squashed(self._obs_normalizer(obs)))

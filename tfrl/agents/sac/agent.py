@@ -9,7 +9,7 @@ from tfrl.agents.off_policy.continuous import ContinuousAgent
 from tfrl.agents.sac import policy as sac_policy
 from tfrl.agents.sac.config import SACConfig
 from tfrl.agents.sac.explorer import SquashedGaussianExplorer
-from tfrl.agents.sac.learning import SACBatch, SACLearner
+from tfrl.agents.sac.learning import SACLearner
 from tfrl.envs import EnvInfo
 from tfrl.models import numpy_networks
 
@@ -18,7 +18,6 @@ class SACAgent(ContinuousAgent):
     NAME = "SAC"
     NOISE_FIELDS = ("noise_next", "noise")
     EXPLORER = SquashedGaussianExplorer
-    BATCH = SACBatch
 
     def __init__(self, learner: SACLearner, config: SACConfig, env: EnvInfo, seed: int):
         super().__init__(learner, config, env, seed, numpy_networks.NumpySquashedActor(learner.actor))

@@ -26,7 +26,6 @@ so a call is a pure function of its inputs and the variables (reproducible, also
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import keras
 import numpy as np
@@ -44,13 +43,6 @@ from tfrl.hardware import precision, runtime as runtime_lib
 from tfrl.models import normalization
 
 METRICS = ("critic_loss", "actor_loss", "temperature", "temperature_loss", "entropy", "q_mean")
-
-
-class SACBatch(NamedTuple):
-    """One train call's input: K batches [K, B, ...] of obs, action (in [-1, 1]), reward, discount, next_obs,
-    and the standard-normal noise of the actions sampled at s' ("noise_next") and at s ("noise")."""
-
-    transitions: dict[str, np.ndarray]
 
 
 def squashed_gaussian(mean, log_std, noise):
@@ -115,8 +107,8 @@ class SACLearner:
         hidden, init = config.hidden_sizes, config.layer_init
         self.actor = squashed_gaussian_actor(env.observations, size, hidden, layer_init=init)
         self.critics = [q_critic(env.observations, size, hidden, f"q{i}", init) for i in (1, 2)]
-        self.targets = [q_critic(env.observations, size, hidden, f"q{i}_target") for i in (1, 2)]
-        for target, critic in zip(self.targets, self.critics):
+        self.target_critics = [q_critic(env.observations, size, hidden, f"q{i}_target") for i in (1, 2)]
+        for target, critic in zip(self.target_critics, self.critics):
             target.set_weights(critic.get_weights())
         self.log_alpha = tf.Variable(math.log(config.initial_temperature), dtype=tf.float32, name="log_alpha")
         self._alpha_used = tf.Variable(config.initial_temperature, dtype=tf.float32, trainable=False,
@@ -128,7 +120,7 @@ class SACLearner:
                                                             global_clipnorm=clip),
                                       variables, precision_policy)
             for variables in (self.actor.trainable_variables, self.critic_variables, [self.log_alpha]))
-        self.gradient_steps_done = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
+        self.gradient_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
 
     @staticmethod
     def check_runtime(config: SACConfig, runtime: runtime_lib.Runtime) -> None:
@@ -137,21 +129,22 @@ class SACLearner:
 
     def sync_target_networks(self) -> None:
         """Target Q-networks := Q-networks, after weights were loaded from elsewhere (tfrl.run.warm_start)."""
-        for target, critic in zip(self.targets, self.critics):
+        for target, critic in zip(self.target_critics, self.critics):
             target.set_weights(critic.get_weights())
 
     def checkpoint_items(self) -> dict:
-        return {ACTOR_KEY: self.actor, "q1": self.critics[0], "q2": self.critics[1], "q1_target": self.targets[0],
-                "q2_target": self.targets[1], "log_alpha": self.log_alpha, "actor_optimizer": self.actor_optimizer,
+        return {ACTOR_KEY: self.actor, "q1": self.critics[0], "q2": self.critics[1], "q1_target": self.target_critics[0],
+                "q2_target": self.target_critics[1], "log_alpha": self.log_alpha, "actor_optimizer": self.actor_optimizer,
                 "critic_optimizer": self.critic_optimizer, "temperature_optimizer": self.temperature_optimizer,
-                "gradient_steps": self.gradient_steps_done, **normalization.checkpoint_items(self.obs_normalizer.layer)}
+                "gradient_steps": self.gradient_steps, **normalization.checkpoint_items(self.obs_normalizer.layer)}
 
-    def update(self, batch: SACBatch) -> LearnerUpdate:
-        """One TF call of K = len(batch.transitions["reward"]) gradient steps. Metrics: their means. Weights: the
-        actor's."""
-        num_steps = batch.transitions["reward"].shape[0]
-        flat = self._call(*self.rows.pack(batch.transitions, batch_dims=2)).numpy()
-        done = int(self.gradient_steps_done.numpy())
+    def update(self, transitions: dict[str, np.ndarray]) -> LearnerUpdate:
+        """One TF call of K gradient steps on `transitions`: K batches [K, B, ...] of obs, action (in [-1, 1]),
+        reward, discount, next_obs, and the standard-normal noise of the actions sampled at s' ("noise_next") and
+        at s ("noise"). Metrics: their means. Weights: the actor's."""
+        num_steps = transitions["reward"].shape[0]
+        flat = self._call(*self.rows.pack(transitions, batch_dims=2)).numpy()
+        done = int(self.gradient_steps.numpy())
         return train_step.finished_update(self.output, flat, self.critic_optimizer, "actions or Q-values",
                                           lambda k: done - num_steps + k + 1)
 
@@ -176,10 +169,10 @@ class SACLearner:
         if self.config.learn_temperature:
             self.temperature_optimizer.apply(temperature_grads, [self.log_alpha])
         tau = self.config.target_update_tau
-        for target, critic in zip(self.targets, self.critics):
+        for target, critic in zip(self.target_critics, self.critics):
             for target_var, var in zip(target.trainable_variables, critic.trainable_variables):
                 target_var.assign(tau * var + (1.0 - tau) * target_var)
-        self.gradient_steps_done.assign_add(1)
+        self.gradient_steps.assign_add(1)
         values = {**terms, **actor_terms, "temperature": self._alpha_used}
         return tf.stack([tf.cast(values[name], tf.float32) for name in METRICS]), flags
 
@@ -191,8 +184,8 @@ class SACLearner:
         """(critic gradients, terms) of one batch (or a replica's shard)."""
         alpha = self._alpha_used
         next_action, next_log_prob = self._policy(next_obs, noise_next)
-        targets = soft_td_targets(reward, discount, self.targets[0]([next_obs, next_action]),
-                                  self.targets[1]([next_obs, next_action]), next_log_prob, alpha)
+        targets = soft_td_targets(reward, discount, self.target_critics[0]([next_obs, next_action]),
+                                  self.target_critics[1]([next_obs, next_action]), next_log_prob, alpha)
         with tf.GradientTape() as tape:
             q1, q2 = (critic([obs, action], training=True) for critic in self.critics)
             loss = critic_loss(q1, q2, targets)

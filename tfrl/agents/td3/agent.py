@@ -9,7 +9,7 @@ from tfrl.agents.off_policy.continuous import ContinuousAgent
 from tfrl.agents.td3 import policy as td3_policy
 from tfrl.agents.td3.config import TD3Config
 from tfrl.agents.td3.explorer import GaussianNoiseExplorer
-from tfrl.agents.td3.learning import TD3Batch, TD3Learner
+from tfrl.agents.td3.learning import TD3Learner
 from tfrl.envs import EnvInfo
 from tfrl.models import numpy_networks
 
@@ -18,7 +18,6 @@ class TD3Agent(ContinuousAgent):
     NAME = "TD3"
     NOISE_FIELDS = ("noise_next",)
     EXPLORER = GaussianNoiseExplorer
-    BATCH = TD3Batch
 
     def __init__(self, learner: TD3Learner, config: TD3Config, env: EnvInfo, seed: int):
         super().__init__(learner, config, env, seed, numpy_networks.NumpyDeterministicActor(learner.actor))

@@ -17,7 +17,6 @@ in NumPy, so a call is a pure function of its inputs and the variables.
 
 from __future__ import annotations
 
-from typing import NamedTuple
 
 import keras
 import numpy as np
@@ -34,13 +33,6 @@ from tfrl.hardware import precision, runtime as runtime_lib
 from tfrl.models import normalization
 
 METRICS = ("critic_loss", "actor_loss", "q_mean", "actor_updates")
-
-
-class TD3Batch(NamedTuple):
-    """One train call's input: K batches [K, B, ...] of obs, action (in [-1, 1]), reward, discount, next_obs and
-    the standard-normal noise of the target policy's smoothing ("noise_next")."""
-
-    transitions: dict[str, np.ndarray]
 
 
 def smoothed_target_actions(target_actions, noise, noise_std: float, noise_clip: float):
@@ -90,7 +82,7 @@ class TD3Learner:
         self.actor = deterministic_actor(env.observations, size, hidden, layer_init=init)
         self.actor_target = deterministic_actor(env.observations, size, hidden, name="td3_actor_target")
         self.critics = [q_critic(env.observations, size, hidden, f"q{i}", init) for i in (1, 2)]
-        self.targets = [q_critic(env.observations, size, hidden, f"q{i}_target") for i in (1, 2)]
+        self.target_critics = [q_critic(env.observations, size, hidden, f"q{i}_target") for i in (1, 2)]
         self.sync_target_networks()
         self.critic_variables = [v for critic in self.critics for v in critic.trainable_variables]
         clip = config.max_grad_norm or None
@@ -99,7 +91,7 @@ class TD3Learner:
                                                             global_clipnorm=clip),
                                       variables, precision_policy)
             for variables in (self.actor.trainable_variables, self.critic_variables))
-        self.gradient_steps_done = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
+        self.gradient_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
 
     @staticmethod
     def check_runtime(config: TD3Config, runtime: runtime_lib.Runtime) -> None:
@@ -109,21 +101,22 @@ class TD3Learner:
     def sync_target_networks(self) -> None:
         """Target networks := online networks (at the start, and after weights were loaded from elsewhere)."""
         self.actor_target.set_weights(self.actor.get_weights())
-        for target, critic in zip(self.targets, self.critics):
+        for target, critic in zip(self.target_critics, self.critics):
             target.set_weights(critic.get_weights())
 
     def checkpoint_items(self) -> dict:
         return {ACTOR_KEY: self.actor, "actor_target": self.actor_target, "q1": self.critics[0],
-                "q2": self.critics[1], "q1_target": self.targets[0], "q2_target": self.targets[1],
+                "q2": self.critics[1], "q1_target": self.target_critics[0], "q2_target": self.target_critics[1],
                 "actor_optimizer": self.actor_optimizer, "critic_optimizer": self.critic_optimizer,
-                "gradient_steps": self.gradient_steps_done, **normalization.checkpoint_items(self.obs_normalizer.layer)}
+                "gradient_steps": self.gradient_steps, **normalization.checkpoint_items(self.obs_normalizer.layer)}
 
-    def update(self, batch: TD3Batch) -> LearnerUpdate:
-        """One TF call of K = len(batch.transitions["reward"]) gradient steps. Metrics: their means (actor_loss
-        over the steps that updated the actor). Weights: the actor's."""
-        num_steps = batch.transitions["reward"].shape[0]
-        flat = self._call(*self.rows.pack(batch.transitions, batch_dims=2)).numpy()
-        done = int(self.gradient_steps_done.numpy())
+    def update(self, transitions: dict[str, np.ndarray]) -> LearnerUpdate:
+        """One TF call of K gradient steps on `transitions`: K batches [K, B, ...] of obs, action (in [-1, 1]),
+        reward, discount, next_obs and the standard-normal noise of the target policy's smoothing ("noise_next").
+        Metrics: their means (actor_loss over the steps that updated the actor). Weights: the actor's."""
+        num_steps = transitions["reward"].shape[0]
+        flat = self._call(*self.rows.pack(transitions, batch_dims=2)).numpy()
+        done = int(self.gradient_steps.numpy())
         update = train_step.finished_update(self.output, flat, self.critic_optimizer, "actions or Q-values",
                                             lambda k: done - num_steps + k + 1)
         actor_updates = update.metrics.pop("actor_updates") * num_steps
@@ -146,8 +139,8 @@ class TD3Learner:
                                               b["noise_next"])
         flags = train_step.apply_gradients(self.critic_optimizer, grads, self.critic_variables,
                                            terms["critic_loss"], terms["outputs_sum"])
-        self.gradient_steps_done.assign_add(1)
-        delayed = tf.equal(self.gradient_steps_done % self.config.policy_delay, 0)
+        self.gradient_steps.assign_add(1)
+        delayed = tf.equal(self.gradient_steps % self.config.policy_delay, 0)
         actor_loss, actor_flags = tf.cond(delayed, lambda: self._delayed_update(b["obs"]),
                                           lambda: (tf.constant(0.0), tf.constant(0)))
         values = {**terms, "actor_loss": actor_loss, "actor_updates": tf.cast(delayed, tf.float32)}
@@ -160,7 +153,7 @@ class TD3Learner:
         flags = train_step.apply_gradients(self.actor_optimizer, actor_grads, self.actor.trainable_variables,
                                            actor_terms["actor_loss"], actor_terms["outputs_sum"])
         tau = self.config.target_update_tau
-        for target, online in [(self.actor_target, self.actor), *zip(self.targets, self.critics)]:
+        for target, online in [(self.actor_target, self.actor), *zip(self.target_critics, self.critics)]:
             for target_var, var in zip(target.trainable_variables, online.trainable_variables):
                 target_var.assign(tau * var + (1.0 - tau) * target_var)
         return tf.cast(actor_terms["actor_loss"], tf.float32), flags
@@ -170,8 +163,8 @@ class TD3Learner:
         config = self.config
         next_action = smoothed_target_actions(self.actor_target(next_obs), noise_next, config.target_policy_noise,
                                               config.target_noise_clip)
-        targets = td_targets(reward, discount, self.targets[0]([next_obs, next_action]),
-                             self.targets[1]([next_obs, next_action]))
+        targets = td_targets(reward, discount, self.target_critics[0]([next_obs, next_action]),
+                             self.target_critics[1]([next_obs, next_action]))
         with tf.GradientTape() as tape:
             q1, q2 = (critic([obs, action], training=True) for critic in self.critics)
             loss = critic_loss(q1, q2, targets)

@@ -27,7 +27,7 @@ TOLERANCES = {("onnx", "none"): (0.99, 1e-4), ("litert", "none"): (0.99, 1e-4),
               ("litert", "float16"): (0.97, 1e-2), ("litert", "int8"): (0.90, 5e-2)}
 
 
-def recorded_observations(reference: serving.ServedPolicy, env: envs.EnvSpec, count: int,
+def recorded_observations(reference: serving.SavedModelPolicy, env: envs.EnvSpec, count: int,
                           seed: int) -> np.ndarray:
     """`count` observations (a batch as the policy takes it) met playing `env` with the reference policy."""
     vector_env = envs.make_vector_env(env, min(8, count), seed=seed)
@@ -59,7 +59,7 @@ def _with_random(actions: np.ndarray, explore: np.ndarray, batch: np.ndarray, sp
     return actions
 
 
-def compare(reference: serving.ServedPolicy, converted, batch: np.ndarray, fmt: str, quantize: str) -> dict:
+def compare(reference: serving.SavedModelPolicy, converted, batch: np.ndarray, fmt: str, quantize: str) -> dict:
     """{"passed", "observations", "action_agreement" (discrete, every row) and "action_agreement_uncontested",
     "max_error" per float output, "contested_rows", "tolerance", "summary"}.
 
