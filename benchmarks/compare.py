@@ -68,7 +68,7 @@ from absl import flags
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # tfrl from this checkout when run as a script
 
-from tfrl import cli, config as config_lib, errors, presets  # noqa: E402  (after the path fix)
+from tfrl import agents, cli, config as config_lib, errors, presets  # noqa: E402  (after the path fix)
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))  # benchmarks/stats.py, also when run through runpy
 import results_io  # noqa: E402
@@ -105,6 +105,14 @@ SUITES = {
        for env, env_id in (("halfcheetah", "HalfCheetah-v5"), ("hopper", "Hopper-v5"), ("walker2d", "Walker2d-v5"),
                            ("ant", "Ant-v5"))
        for agent in ("sac", "td3", "ppo")},
+    # sb3-contrib's QR-DQN on the SB3 side.
+    **{f"qrdqn-{env}": Suite("qrdqn", env_id, f"qrdqn-{env}-sb3zoo", sb3_modules=("stable_baselines3", "sb3_contrib",
+                                                                                 "torch"))
+       for env, env_id in (("cartpole", "CartPole-v1"), ("lunarlander", "LunarLander-v3"))},
+    # sb3-contrib's TQC on the SB3 side.
+    **{f"tqc-{env}": Suite("tqc", env_id, f"tqc-{env}-sb3zoo", sb3_modules=("stable_baselines3", "sb3_contrib",
+                                                                             "torch"))
+       for env, env_id in (("pendulum", "Pendulum-v1"), ("halfcheetah", "HalfCheetah-v5"), ("hopper", "Hopper-v5"))},
     "ppo-maskedpick": Suite("ppo", "tfrl/MaskedPick-v0", "ppo-maskedpick", floor=False,
                             sb3_modules=("stable_baselines3", "sb3_contrib", "torch")),
     # Memory: sb3-contrib's RecurrentPPO on the SB3 side.
@@ -120,10 +128,12 @@ HARNESS_OVERRIDES = {"eval_interval": 0, "checkpoint_interval": 0}
 # start learning at env step 1000, so that the MuJoCo presets' learning_starts of 10000 still leave gradient steps.
 QUICK_OVERRIDES = {
     "dqn": {"total_env_steps": 3000, "log_interval": 500, "final_eval_episodes": 5},
+    "qrdqn": {"total_env_steps": 3000, "log_interval": 500, "final_eval_episodes": 5},
     "a2c": {"total_env_steps": 4000, "log_interval": 1000, "final_eval_episodes": 5},
     "ppo": {"total_env_steps": 4096, "log_interval": 1024, "final_eval_episodes": 5},
     "sac": {"total_env_steps": 2000, "learning_starts": 1000, "log_interval": 500, "final_eval_episodes": 5},
     "td3": {"total_env_steps": 2000, "learning_starts": 1000, "log_interval": 500, "final_eval_episodes": 5},
+    "tqc": {"total_env_steps": 2000, "learning_starts": 1000, "log_interval": 500, "final_eval_episodes": 5},
 }
 
 
@@ -183,20 +193,7 @@ assert tuple(r.name for r in LIBRARIES.values()) == results_io.LIBRARY_NAMES
 
 def config_class(agent: str) -> type:
     """The agent's config dataclass, without importing its learner (and TensorFlow)."""
-    if agent == "dqn":
-        from tfrl.agents.dqn.config import DQNConfig
-        return DQNConfig
-    if agent == "ppo":
-        from tfrl.agents.ppo.config import PPOConfig
-        return PPOConfig
-    if agent == "sac":
-        from tfrl.agents.sac.config import SACConfig
-        return SACConfig
-    if agent == "td3":
-        from tfrl.agents.td3.config import TD3Config
-        return TD3Config
-    from tfrl.agents.a2c.config import A2CConfig
-    return A2CConfig
+    return agents.get(agent).config_cls
 
 
 def resolve_hparams(suite: Suite, overrides: dict) -> dict:
@@ -333,7 +330,8 @@ def _env_info(env_id: str):
 
 
 def _off_policy_floor(agent: str, config, info, runtime, rng, calls: int, repeats: int):
-    """(wall s, CPU s) per call of SAC's or TD3's train step on random transitions, K per call, and the run's steps."""
+    """(wall s, CPU s) per call of SAC's, TQC's or TD3's train step on random transitions, K per call, and the run's
+    steps."""
     import dqn_train_step  # noqa: E402  (benchmarks/ is on the path)
 
     k = config.gradient_steps_per_train
@@ -363,15 +361,15 @@ def measure_floor(spec: RunSpec, calls: int, repeats: int) -> dict:
     config = config_lib.apply_overrides(config_class(spec.agent)(), spec.hparams, "spec")
     info = _env_info(spec.env_id)
     rng = np.random.default_rng(0)
-    if spec.agent == "dqn":
-        from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
+    if spec.agent in ("dqn", "qrdqn"):
+        from tfrl.agents.dqn.learning import ReplayBatch
 
-        learner = DQNLearner(config, info, runtime)
+        learner = agents.get(spec.agent).learner_cls(config, info, runtime)
         batch = dqn_train_step.random_batch(config.gradient_steps_per_train, config.batch_size, info.obs_shape,
                                             info.num_actions, config.gamma, rng)
         wall, cpu = dqn_train_step.time_calls(lambda: learner.update(ReplayBatch(batch, False)), calls, repeats)
         steps_per_call, run_steps = config.gradient_steps_per_train, config.total_gradient_steps
-    elif spec.agent in ("sac", "td3"):
+    elif spec.agent in ("sac", "tqc", "td3"):
         wall, cpu, steps_per_call, run_steps = _off_policy_floor(spec.agent, config, info, runtime, rng, calls,
                                                                  repeats)
     elif spec.agent == "ppo":

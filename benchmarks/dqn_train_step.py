@@ -63,19 +63,15 @@ def random_sac_batch(gradient_steps: int, batch_size: int, obs_shape: tuple[int,
 
 def off_policy_train_call(agent: str, config, info: EnvInfo, runtime: runtime_lib.Runtime,
                           rng: np.random.Generator) -> Callable[[], object]:
-    """One train call of SAC's or TD3's learner for `config` and `info`, on random transitions (random_sac_batch),
-    K = config.gradient_steps_per_train gradient steps per call."""
+    """One train call of SAC's, TQC's or TD3's learner for `config` and `info`, on random transitions
+    (random_sac_batch), K = config.gradient_steps_per_train gradient steps per call."""
+    from tfrl import agents
+
     transitions = random_sac_batch(config.gradient_steps_per_train, config.batch_size, info.obs_shape,
                                    info.action_size, config.gamma, rng)
-    if agent == "sac":
-        from tfrl.agents.sac.learning import SACLearner
-
-        learner = SACLearner(config, info, runtime)
-    else:
-        from tfrl.agents.td3.learning import TD3Learner
-
+    if agent == "td3":
         del transitions["noise"]  # TD3's actor is deterministic: only the target smoothing's noise comes in
-        learner = TD3Learner(config, info, runtime)
+    learner = agents.get(agent).learner_cls(config, info, runtime)
     return lambda: learner.update(transitions)
 
 

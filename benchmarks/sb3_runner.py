@@ -19,7 +19,7 @@ A hyperparameter SB3 cannot express (double DQN, n-step returns, ...) is an erro
 mismatch. Needs the bench extra: pip install 'tfrl[bench]'.
 
 --library=sbx trains SBX (Stable-Baselines-Jax: SB3's algorithms compiled with JAX) on the same translation
-(sbx_kwargs says where it differs), for DQN, PPO, SAC and TD3; extra bench-jax.
+(sbx_kwargs says where it differs), for DQN, PPO, SAC and TD3; extra bench-jax. QR-DQN and TQC train sb3-contrib's QRDQN and TQC.
 """
 
 from __future__ import annotations
@@ -46,15 +46,15 @@ def define_flags() -> None:
     flags.DEFINE_enum("library", "sb3", ["sb3", "sbx"], "Stable-Baselines3 (PyTorch) or SBX (JAX).")
 
 
-def dqn_kwargs(hp: dict) -> dict:
+def dqn_kwargs(hp: dict, library: str = "SB3's DQN") -> dict:
     """SB3 DQN arguments for tfrl DQNConfig fields; UsageError for settings SB3's DQN does not have."""
     unsupported = {"double_dqn": True, "dueling": True}
     for key, value in unsupported.items():
-        if hp[key] == value:
-            raise UsageError(f"SB3's DQN has no {key}; compare with a preset that sets {key}=false")
-    if hp["n_step_return"] != 1 or hp["final_learning_rate_fraction"] != 1.0 or hp["num_envs"] != 1:
+        if hp.get(key) == value:
+            raise UsageError(f"{library} has no {key}; compare with a preset that sets {key}=false")
+    if hp["n_step_return"] != 1 or hp["num_envs"] != 1:
         # SB3 counts train_freq in vector steps, tfrl in env steps: equal only with one env.
-        raise UsageError("the SB3 comparison supports n_step_return=1, a constant learning rate and num_envs=1 only")
+        raise UsageError("the SB3 comparison supports n_step_return=1 and num_envs=1 only")
     if hp["layer_init"] != "torch":
         # SB3's Q-network keeps nn.Linear's init; Keras' Glorot init learned CartPole on 2 seeds of 5 where the
         # torch init learned it on 4 (docs/benchmarks.md, dqn-cartpole).
@@ -68,6 +68,33 @@ def dqn_kwargs(hp: dict) -> dict:
         exploration_final_eps=hp["epsilon_end"], max_grad_norm=hp["max_grad_norm"] or float("inf"),
         policy_kwargs=dict(net_arch=list(hp["hidden_sizes"]), optimizer_kwargs=dict(eps=hp["adam_epsilon"])),
     )
+
+
+def q_learning_rate(hp: dict):
+    """DQN's step size as SB3 takes it: a number, or where it falls (final_learning_rate_fraction < 1) the same
+    line as a function of SB3's progress_remaining. tfrl's falls over the run's gradient steps, which begin at
+    learning_starts: SB3's then falls from learning_starts too (updated once a train call, where tfrl's moves
+    every gradient step), not from env step 0 as the zoo's lin_ schedules."""
+    initial, fraction = hp["learning_rate"], hp["final_learning_rate_fraction"]
+    if fraction == 1.0:
+        return initial
+    total, start = hp["total_env_steps"], hp["learning_starts"]
+
+    def schedule(progress_remaining: float) -> float:
+        done = min(max(((1.0 - progress_remaining) * total - start) / max(total - start, 1), 0.0), 1.0)
+        return initial * (1.0 - (1.0 - fraction) * done)
+
+    return schedule
+
+
+def qrdqn_kwargs(hp: dict) -> dict:
+    """sb3-contrib QR-DQN arguments: DQN's translation, and the quantiles (sb3-contrib's quantile Huber loss has
+    kappa 1 and picks the bootstrap action with the target network, as tfrl's double_dqn=false)."""
+    if hp["quantile_huber_kappa"] != 1.0:
+        raise UsageError("sb3-contrib's QR-DQN has kappa 1 only; compare with quantile_huber_kappa=1")
+    kwargs = dqn_kwargs(hp, "sb3-contrib's QR-DQN")
+    kwargs["policy_kwargs"]["n_quantiles"] = hp["num_quantiles"]
+    return kwargs
 
 
 def sb3_schedule(initial: float, kind: str):
@@ -213,6 +240,14 @@ def sac_kwargs(hp: dict) -> dict:
     return kwargs
 
 
+def tqc_kwargs(hp: dict) -> dict:
+    """sb3-contrib TQC arguments: SAC's translation, and the critics' quantiles and truncation."""
+    kwargs = sac_kwargs(hp)
+    kwargs["top_quantiles_to_drop_per_net"] = hp["top_quantiles_to_drop_per_net"]
+    kwargs["policy_kwargs"].update(n_quantiles=hp["num_quantiles"], n_critics=hp["num_critics"])
+    return kwargs
+
+
 def td3_kwargs(hp: dict, action_size: int) -> dict:
     """SB3 TD3 arguments for tfrl TD3Config fields; UsageError for settings SB3's TD3 does not have.
 
@@ -355,12 +390,16 @@ def build_model(spec: dict, sb3):
 
         return env, model, greedy
     model_class = {"dqn": sb3.DQN, "a2c": sb3.A2C, "ppo": sb3.PPO, "sac": sb3.SAC, "td3": sb3.TD3}.get(agent)
+    if agent in ("qrdqn", "tqc"):
+        sb3_contrib = errors.require_extra("sb3_contrib", "bench", "the Stable-Baselines3 runner")
+        model_class = {"qrdqn": sb3_contrib.QRDQN, "tqc": sb3_contrib.TQC}[agent]
     if model_class is None:
         raise UsageError(f"unknown agent {agent!r}")
     if agent == "td3":
         kwargs = td3_kwargs(hp, action_size(env))
     else:
-        kwargs = {"dqn": dqn_kwargs, "a2c": a2c_kwargs, "ppo": ppo_kwargs, "sac": sac_kwargs}[agent](hp)
+        kwargs = {"dqn": dqn_kwargs, "qrdqn": qrdqn_kwargs, "a2c": a2c_kwargs, "ppo": ppo_kwargs,
+                  "sac": sac_kwargs, "tqc": tqc_kwargs}[agent](hp)
     model = model_class("MlpPolicy", env, seed=seed, device="cpu", **kwargs)
     return env, model, lambda obs: model.predict(normalize(obs), deterministic=True)[0]
 

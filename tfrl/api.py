@@ -47,7 +47,7 @@ def train(agent: str, env: str | Callable[..., Any] | envs.EnvSpec, *, hp: Mappi
           init_from: str | os.PathLike | None = None, config_dir: str | os.PathLike | None = None,
           verbose: int = 1, progress_bar: bool | None = None, actors: int = 0, actor_mode: str = "sync",
           weight_sync_period: int = 1, ray_address: str | None = None) -> Run:
-    """Trains `agent` ("dqn", "a2c", "ppo", "sac", "td3") on `env` and returns the Run.
+    """Trains `agent` (a name of tfrl.agents.AGENT_NAMES: "dqn", "ppo", ...) on `env` and returns the Run.
 
     env: a gymnasium id ("CartPole-v1"), "module:Id" (the module is imported first: it registers the id), or a
       function returning a gymnasium.Env (called once per env copy: vector envs, evaluation), made with

@@ -12,7 +12,8 @@ import tensorflow as tf
 from fresh_process import run_json_script
 
 from tfrl.agents.dqn.config import DQNConfig
-from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch, huber, q_learning_loss, td_targets
+from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch, q_learning_loss, td_targets
+from tfrl.agents.losses import huber
 from tfrl.envs import EnvInfo
 from tfrl.hardware import runtime as runtime_lib
 from tfrl.hardware.runtime import RuntimeOptions

@@ -43,6 +43,10 @@ KINDS = {
                                                            "hidden_sizes": [16]}),
     "sac_dict": ("sac", "tfrl/GoalPoint-v0", {"total_env_steps": 400, "learning_starts": 200, "batch_size": 32,
                                               "hidden_sizes": [16]}),
+    "qrdqn": ("qrdqn", "CartPole-v1", {"total_env_steps": 600, "learning_starts": 200, "hidden_sizes": [16],
+                                       "num_quantiles": 8}),
+    "tqc": ("tqc", "Pendulum-v1", {"total_env_steps": 400, "learning_starts": 200, "batch_size": 32,
+                                   "hidden_sizes": [16], "num_quantiles": 5}),
 }
 # Weights big enough to be quantized (LiteRT leaves tensors under 1024 elements in float32).
 WIDE = ("dqn", "CartPole-v1", {"total_env_steps": 600, "learning_starts": 200, "hidden_sizes": [256, 256]})

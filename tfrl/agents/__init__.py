@@ -16,8 +16,9 @@ from tfrl import memory
 from tfrl.agents.core import AgentSpec
 from tfrl.errors import UsageError
 
-_SPECS = {"dqn": "tfrl.agents.dqn.spec", "a2c": "tfrl.agents.a2c.spec", "ppo": "tfrl.agents.ppo.spec",
-          "sac": "tfrl.agents.sac.spec", "td3": "tfrl.agents.td3.spec"}
+_SPECS = {"dqn": "tfrl.agents.dqn.spec", "qrdqn": "tfrl.agents.qrdqn.spec", "a2c": "tfrl.agents.a2c.spec",
+          "ppo": "tfrl.agents.ppo.spec", "sac": "tfrl.agents.sac.spec", "tqc": "tfrl.agents.tqc.spec",
+          "td3": "tfrl.agents.td3.spec"}
 AGENT_NAMES = tuple(_SPECS)
 
 
@@ -33,17 +34,22 @@ class RegisteredAgent:
         return _load(self.spec.config)
 
     @property
+    def learner_cls(self) -> type:
+        """Its learner class (imports TensorFlow)."""
+        return _load(self.spec.learner)
+
+    @property
     def policy_module(self):
         return importlib.import_module(self.spec.policy)
 
     def build(self, config, env_info, runtime, seed: int):
         """The agent (tfrl.agents.core.Agent) with a fresh learner, for one run."""
-        learner = _load(self.spec.learner)(config, env_info, runtime, seed)
+        learner = self.learner_cls(config, env_info, runtime, seed)
         return _load(self.spec.agent)(learner, config, env_info, seed)
 
     def check_runtime(self, config, runtime) -> None:
         """UsageError if `config` cannot train under `runtime`'s strategy; writes nothing."""
-        _load(self.spec.learner).check_runtime(config, runtime)
+        self.learner_cls.check_runtime(config, runtime)
         _load(self.spec.agent).check_runtime(config, runtime)
 
     def check_env(self, env_info, config=None) -> None:

@@ -26,7 +26,6 @@ from tfrl.agents.dqn.learning import DQNLearner, ReplayBatch
 from tfrl.agents.interval_means import IntervalMeans
 from tfrl.agents.off_policy.training import ReplayTraining, check_first_batch, collect_transitions
 from tfrl.envs import EnvInfo, VectorStepper
-from tfrl.models import networks, numpy_networks
 from tfrl.models.running_stats import NoNormalization
 from tfrl.replay import UniformReplay
 from tfrl.replay.frames import FrameStackReplay
@@ -58,11 +57,13 @@ def _make_replay(config: DQNConfig, env: EnvInfo, seed: int):
 
 
 class DQNAgent:
+    POLICY = dqn_policy  # the exported policy's module, and what the actor calls for Q-values (acting_mirror)
+
     def __init__(self, learner: DQNLearner, config: DQNConfig, env: EnvInfo, seed: int):
         self.learner = learner
         self.config = config
         self._env_info = env
-        self._mirror = networks.acting_network(learner.online, numpy_networks.NumpyQNetwork)
+        self._mirror = self.POLICY.acting_mirror(learner.online)
         self.acting = self.acting_factory()(self._mirror, config.num_envs, seed)
         self.actor = self.acting.actor
         self.training = ReplayTraining(learner, config, _make_replay(config, env, seed), self._apply)
@@ -122,7 +123,7 @@ class DQNAgent:
         return self.actor.greedy(obs)
 
     def serving_policy(self):
-        return dqn_policy.serving_policy(self.config, self._env_info, self.learner.online)
+        return self.POLICY.serving_policy(self.config, self._env_info, self.learner.online)
 
     def checkpoint_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         training_state, arrays = self.training.checkpoint_state()

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from tfrl.agents import train_step
 from tfrl.agents.core import LearnerUpdate
+from tfrl.agents.losses import huber
 from tfrl.agents.dqn import policy as dqn_policy
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.envs import EnvInfo
@@ -27,9 +28,6 @@ from tfrl.errors import UsageError
 from tfrl.hardware import precision, runtime as runtime_lib
 from tfrl.models import networks, numerics
 from tfrl.schedules import Schedule
-
-HUBER_DELTA = 1.0  # as in Mnih et al. 2015 ("error clipping") and SB3's smooth_l1_loss
-
 
 def td_targets(r_t, discount_t, q_t_target, q_t_online=None, legal_t=None):
     """r_t [B], discount_t [B], q_t_* [B, A] -> [B]. With q_t_online, the double-DQN target. legal_t: bool [B, A],
@@ -46,12 +44,6 @@ def td_targets(r_t, discount_t, q_t_target, q_t_online=None, legal_t=None):
     if legal_t is not None:
         v_t = tf.where(tf.reduce_any(legal_t, axis=-1), v_t, 0.0)
     return r_t + discount_t * v_t
-
-
-def huber(x, delta=HUBER_DELTA):
-    abs_x = tf.abs(x)
-    quadratic = tf.minimum(abs_x, delta)
-    return 0.5 * quadratic ** 2 + delta * (abs_x - quadratic)
 
 
 def q_learning_loss(q_tm1, a_tm1, targets, weights=None):
@@ -86,7 +78,12 @@ class DQNLearner:
 
     Under a tf.distribute strategy (runtime.strategy) the variables are mirrored, and each gradient step
     splits the worker's batch of `batch_size` transitions across its replicas (tfrl.hardware.distribute).
+
+    POLICY: the module that makes the networks (make_q_network); a distributional variant (tfrl.agents.qrdqn)
+    names its own and overrides `_gradients`.
     """
+
+    POLICY = dqn_policy
 
     def __init__(self, config: DQNConfig, env: EnvInfo, runtime: runtime_lib.Runtime, seed: int = 0):
         del seed  # the replay, not the learner, draws the batches
@@ -94,8 +91,8 @@ class DQNLearner:
         self._placement = train_step.Placement(runtime)
         self.check_runtime(config, runtime)
         with self._placement.scope():
-            self.online = dqn_policy.make_q_network(config, env)
-            self.target = dqn_policy.make_q_network(config, env, name="target_q_network")
+            self.online = self.POLICY.make_q_network(config, env)
+            self.target = self.POLICY.make_q_network(config, env, name=f"target_{self.online.name}")
             self.target.set_weights(self.online.get_weights())
             optimizer = keras.optimizers.Adam(_learning_rate(config), epsilon=config.adam_epsilon,
                                               global_clipnorm=config.max_grad_norm or None)

@@ -8,7 +8,7 @@ import tensorflow as tf
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.networks import q_network
 from tfrl.envs import EnvInfo
-from tfrl.models import networks
+from tfrl.models import networks, numpy_networks
 from tfrl.models.export import ServingPolicy
 
 ONLINE_KEY = "online"  # the online Q-network's key in DQNLearner.checkpoint_items() and in the serving policy's
@@ -18,7 +18,12 @@ def make_q_network(config: DQNConfig, env: EnvInfo, name: str = "q_network"):
     """The Q-network of `config` for `env`'s observations and actions: what the learner trains, twice (online and
     target), and what the export restores."""
     return q_network(env.observations, env.num_actions, config.hidden_sizes, config.dueling, name=name,
-                              layer_init=config.layer_init, torso=config.torso)
+                     layer_init=config.layer_init, torso=config.torso)
+
+
+def acting_mirror(q_network):
+    """What the actor calls for Q-values: a NumPy mirror of `q_network` (the live model for a CNN)."""
+    return networks.acting_network(q_network, numpy_networks.NumpyQNetwork)
 
 
 def greedy_outputs(q_network):

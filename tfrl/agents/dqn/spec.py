@@ -23,11 +23,16 @@ def convolves(config, env_info) -> bool:
 def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
     """The replay (obs, next obs; action, reward, discount), the online and target Q-networks with Adam's slots,
     gradients, the mirror and the returned weights (8 copies), and the activations of K batches."""
+    return q_learning_memory(config, env_info, vector_mode, outputs=env_info.action_size + 1)  # + 1: dueling's V
+
+
+def q_learning_memory(config, env_info, vector_mode: str, outputs: int, loss_activations: int = 0) -> dict[str, int]:
+    """estimate_memory of a Q-learning agent whose head has `outputs` units and whose loss holds
+    `loss_activations` more floats per row (QR-DQN's pairwise quantile errors)."""
     torso = memory.torso(env_info.observations, config.torso)
-    outputs = env_info.action_size + 1  # + 1: a dueling head's value
     parameters = torso.parameters + memory.mlp_parameters([torso.features, *config.hidden_sizes, outputs])
     rows = config.batch_size * config.gradient_steps_per_train
-    activations = sum(config.hidden_sizes) + torso.activations + memory.observation_size(env_info)
+    activations = sum(config.hidden_sizes) + torso.activations + memory.observation_size(env_info) + loss_activations
     return {"envs": memory.envs_bytes(config.num_envs, vector_mode),
             "replay": memory.replay_bytes(config.replay_capacity, env_info, extra_floats=3),
             "networks": memory.networks_bytes(parameters, copies=8, rows=rows, activations_per_row=activations,

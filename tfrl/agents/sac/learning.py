@@ -106,8 +106,7 @@ class SACLearner:
     def _build(self, config: SACConfig, env: EnvInfo, size: int, precision_policy: str) -> None:
         hidden, init = config.hidden_sizes, config.layer_init
         self.actor = squashed_gaussian_actor(env.observations, size, hidden, layer_init=init)
-        self.critics = [q_critic(env.observations, size, hidden, f"q{i}", init) for i in (1, 2)]
-        self.target_critics = [q_critic(env.observations, size, hidden, f"q{i}_target") for i in (1, 2)]
+        self.critics, self.target_critics = self._make_critics(config, env, size)
         for target, critic in zip(self.target_critics, self.critics):
             target.set_weights(critic.get_weights())
         self.log_alpha = tf.Variable(math.log(config.initial_temperature), dtype=tf.float32, name="log_alpha")
@@ -123,6 +122,13 @@ class SACLearner:
         self.gradient_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
 
     @staticmethod
+    def _make_critics(config: SACConfig, env: EnvInfo, size: int) -> tuple[list, list]:
+        """(the Q-networks, their targets): SAC's twin critics (a distributional learner, TQC, makes its own)."""
+        hidden, init = config.hidden_sizes, config.layer_init
+        return ([q_critic(env.observations, size, hidden, f"q{i}", init) for i in (1, 2)],
+                [q_critic(env.observations, size, hidden, f"q{i}_target") for i in (1, 2)])
+
+    @staticmethod
     def check_runtime(config: SACConfig, runtime: runtime_lib.Runtime) -> None:
         """Each gradient step splits the worker's batch evenly over its replicas."""
         train_step.Placement(runtime).check_batch_split("batch_size", config.batch_size)
@@ -133,10 +139,12 @@ class SACLearner:
             target.set_weights(critic.get_weights())
 
     def checkpoint_items(self) -> dict:
-        return {ACTOR_KEY: self.actor, "q1": self.critics[0], "q2": self.critics[1], "q1_target": self.target_critics[0],
-                "q2_target": self.target_critics[1], "log_alpha": self.log_alpha, "actor_optimizer": self.actor_optimizer,
-                "critic_optimizer": self.critic_optimizer, "temperature_optimizer": self.temperature_optimizer,
-                "gradient_steps": self.gradient_steps, **normalization.checkpoint_items(self.obs_normalizer.layer)}
+        critics = {f"q{i}": critic for i, critic in enumerate(self.critics, 1)}
+        targets = {f"q{i}_target": target for i, target in enumerate(self.target_critics, 1)}
+        return {ACTOR_KEY: self.actor, **critics, **targets, "log_alpha": self.log_alpha,
+                "actor_optimizer": self.actor_optimizer, "critic_optimizer": self.critic_optimizer,
+                "temperature_optimizer": self.temperature_optimizer, "gradient_steps": self.gradient_steps,
+                **normalization.checkpoint_items(self.obs_normalizer.layer)}
 
     def update(self, transitions: dict[str, np.ndarray]) -> LearnerUpdate:
         """One TF call of K gradient steps on `transitions`: K batches [K, B, ...] of obs, action (in [-1, 1]),
