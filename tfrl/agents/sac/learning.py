@@ -206,8 +206,7 @@ class SACLearner:
         """((actor gradients, [log_alpha gradient]), terms) of one batch (or shard), with the updated critics."""
         with tf.GradientTape() as tape:
             action, log_prob = self._policy(obs, noise)
-            q1, q2 = (critic([obs, action]) for critic in self.critics)
-            loss = actor_loss(log_prob, q1, q2, self._alpha_used)
+            loss = self._actor_loss(obs, action, log_prob)
             scaled = self.actor_optimizer.scale_loss(loss)
         with tf.GradientTape() as temperature_tape:
             t_loss = temperature_loss(self.log_alpha, log_prob, self.target_entropy)
@@ -217,4 +216,9 @@ class SACLearner:
         terms = {"actor_loss": loss, "temperature_loss": t_loss, "entropy": -tf.reduce_mean(log_prob),
                  "outputs_sum": tf.reduce_sum(action) + tf.reduce_sum(log_prob)}
         return grads, terms
+
+    def _actor_loss(self, obs, action, log_prob):
+        """The actor's objective at (obs, action ~ pi(obs)): SAC's, with the min of the twin critics."""
+        q1, q2 = (critic([obs, action]) for critic in self.critics)
+        return actor_loss(log_prob, q1, q2, self._alpha_used)
 

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from tfrl.agents.losses import quantile_huber_loss
 from tfrl.agents.off_policy.networks import q_critic
-from tfrl.agents.sac.learning import SACLearner, temperature_loss
+from tfrl.agents.sac.learning import SACLearner
 from tfrl.agents.tqc.config import TQCConfig
 from tfrl.envs import EnvInfo
 
@@ -71,17 +71,6 @@ class TQCLearner(SACLearner):
                  "outputs_sum": tf.reduce_sum(z) + tf.reduce_sum(targets)}
         return tape.gradient(scaled, self.critic_variables), terms
 
-    def _actor_and_temperature_gradients(self, obs, noise):
-        """((actor gradients, [log_alpha gradient]), terms) of one batch (or shard), with the updated critics."""
-        with tf.GradientTape() as tape:
-            action, log_prob = self._policy(obs, noise)
-            loss = actor_loss(log_prob, self._quantiles(self.critics, obs, action), self._alpha_used)
-            scaled = self.actor_optimizer.scale_loss(loss)
-        with tf.GradientTape() as temperature_tape:
-            t_loss = temperature_loss(self.log_alpha, log_prob, self.target_entropy)
-            scaled_t = self.temperature_optimizer.scale_loss(t_loss)
-        grads = (tape.gradient(scaled, self.actor.trainable_variables),
-                 temperature_tape.gradient(scaled_t, [self.log_alpha]))
-        terms = {"actor_loss": loss, "temperature_loss": t_loss, "entropy": -tf.reduce_mean(log_prob),
-                 "outputs_sum": tf.reduce_sum(action) + tf.reduce_sum(log_prob)}
-        return grads, terms
+    def _actor_loss(self, obs, action, log_prob):
+        """The actor's objective: the temperature term less the mean of every critic's quantiles."""
+        return actor_loss(log_prob, self._quantiles(self.critics, obs, action), self._alpha_used)
