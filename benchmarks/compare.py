@@ -110,9 +110,10 @@ SUITES = {
                                                                                  "torch"))
        for env, env_id in (("cartpole", "CartPole-v1"), ("lunarlander", "LunarLander-v3"))},
     # sb3-contrib's TQC on the SB3 side.
-    **{f"tqc-{env}": Suite("tqc", env_id, f"tqc-{env}-sb3zoo", sb3_modules=("stable_baselines3", "sb3_contrib",
-                                                                             "torch"))
-       for env, env_id in (("pendulum", "Pendulum-v1"), ("halfcheetah", "HalfCheetah-v5"), ("hopper", "Hopper-v5"))},
+    **{f"tqc-{env}": Suite("tqc", env_id, preset, sb3_modules=("stable_baselines3", "sb3_contrib", "torch"))
+       for env, env_id, preset in (("pendulum", "Pendulum-v1", "tqc-pendulum"),  # the zoo's own uses gSDE
+                                   ("halfcheetah", "HalfCheetah-v5", "tqc-halfcheetah-sb3zoo"),
+                                   ("hopper", "Hopper-v5", "tqc-hopper-sb3zoo"))},
     "ppo-maskedpick": Suite("ppo", "tfrl/MaskedPick-v0", "ppo-maskedpick", floor=False,
                             sb3_modules=("stable_baselines3", "sb3_contrib", "torch")),
     # Memory: sb3-contrib's RecurrentPPO on the SB3 side.
