@@ -19,7 +19,6 @@ class QRDQNConfig(DQNConfig):
     the target network's greedy action (double_dqn=false).
     """
 
-    RENAMED = {**DQNConfig.RENAMED, "n_quantiles": "num_quantiles"}
     NETWORK_FIELDS = ("torso", "hidden_sizes", "num_quantiles")
 
     double_dqn: bool = False

@@ -17,7 +17,6 @@ class TQCConfig(SACConfig):
     controls. The actor maximizes the mean of every critic's quantiles. Defaults are sb3-contrib's TQC; every other
     field is SACConfig's."""
 
-    RENAMED = {**SACConfig.RENAMED, "n_critics": "num_critics", "n_quantiles": "num_quantiles"}
     NETWORK_FIELDS = ("hidden_sizes", "normalize_observations", "num_critics", "num_quantiles")
 
     num_critics: int = 2
