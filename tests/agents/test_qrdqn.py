@@ -218,3 +218,21 @@ def test_the_cartpole_preset_solves_cartpole(tmp_path):
     # benchmarks/compare.py --suite=qrdqn-cartpole; the kept policy is as good or better.
     run = tfrl.train("qrdqn", "CartPole-v1", run_dir=tmp_path / "run", verbose=0, hp={"eval_episodes": 10})
     assert run.result["return_mean"] >= 475, run.result
+
+
+def test_the_memory_estimate_counts_the_pairwise_errors_of_one_batch_not_of_k():
+    # qrdqn-lunarlander: K = 256 batches of 128 per call, 170 quantiles. The loss's [B, 170, 170] errors exist for
+    # one batch at a time: 3 passes x 128 rows x 3 x 170^2 floats x 4 bytes = 133,171,200 bytes, not K times that
+    # (34 GB, which refused the preset on a 24 GB machine). Against 1 quantile (3 passes x 128 x 3 x 1 x 4 = 4,608
+    # bytes) the head also grows: 8 copies x 4 bytes x (256 + 1) x (4 x 170 - 4 x 1) = 5,559,424 bytes.
+    from tfrl.agents.qrdqn.spec import estimate_memory
+    from tfrl.config import apply_overrides
+    from tfrl import presets
+
+    preset = presets.find("qrdqn", ["LunarLander-v3"], "qrdqn-lunarlander-sb3zoo")
+    config = apply_overrides(QRDQNConfig(), preset.hparams, "preset")
+    info = EnvInfo(env_id="LunarLander-v3", obs_shape=(8,), num_actions=4)
+    one_call = estimate_memory(config, info, "sync")["networks"]
+    fewer_quantiles = estimate_memory(apply_overrides(config, {"num_quantiles": 1}, "test"), info, "sync")["networks"]
+    assert one_call - fewer_quantiles == 133_171_200 - 4_608 + 5_559_424
+    assert one_call < 1_000_000_000

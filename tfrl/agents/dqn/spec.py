@@ -28,15 +28,17 @@ def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
 
 def q_learning_memory(config, env_info, vector_mode: str, outputs: int, loss_activations: int = 0) -> dict[str, int]:
     """estimate_memory of a Q-learning agent whose head has `outputs` units and whose loss holds
-    `loss_activations` more floats per row (QR-DQN's pairwise quantile errors)."""
+    `loss_activations` more floats per row (QR-DQN's pairwise quantile errors). The target network's pass covers
+    the K batches of a call at once; the loss exists for one batch at a time (the K steps run one by one)."""
     torso = memory.torso(env_info.observations, config.torso)
     parameters = torso.parameters + memory.mlp_parameters([torso.features, *config.hidden_sizes, outputs])
     rows = config.batch_size * config.gradient_steps_per_train
-    activations = sum(config.hidden_sizes) + torso.activations + memory.observation_size(env_info) + loss_activations
+    activations = sum(config.hidden_sizes) + torso.activations + memory.observation_size(env_info)
+    networks = memory.networks_bytes(parameters, copies=8, rows=rows, activations_per_row=activations, passes=3)
+    networks += memory.networks_bytes(0, copies=0, rows=config.batch_size, activations_per_row=loss_activations,
+                                      passes=3)
     return {"envs": memory.envs_bytes(config.num_envs, vector_mode),
-            "replay": memory.replay_bytes(config.replay_capacity, env_info, extra_floats=3),
-            "networks": memory.networks_bytes(parameters, copies=8, rows=rows, activations_per_row=activations,
-                                              passes=3)}
+            "replay": memory.replay_bytes(config.replay_capacity, env_info, extra_floats=3), "networks": networks}
 
 
 SPEC = AgentSpec("dqn", config="tfrl.agents.dqn.config:DQNConfig", learner="tfrl.agents.dqn.learning:DQNLearner",
