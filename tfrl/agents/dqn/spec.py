@@ -35,8 +35,7 @@ def q_learning_memory(config, env_info, vector_mode: str, outputs: int, loss_act
     rows = config.batch_size * config.gradient_steps_per_train
     activations = sum(config.hidden_sizes) + torso.activations + memory.observation_size(env_info)
     networks = memory.networks_bytes(parameters, copies=8, rows=rows, activations_per_row=activations, passes=3)
-    networks += memory.networks_bytes(0, copies=0, rows=config.batch_size, activations_per_row=loss_activations,
-                                      passes=3)
+    networks += 3 * config.batch_size * loss_activations * memory.FLOAT  # 3 passes of one batch's loss
     return {"envs": memory.envs_bytes(config.num_envs, vector_mode),
             "replay": memory.replay_bytes(config.replay_capacity, env_info, extra_floats=3), "networks": networks}
 

@@ -21,7 +21,7 @@ def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
                                      activations_per_row=sum(hidden) * config.num_critics + obs_size, passes=12)
     # The loss's pairwise errors exist for one batch at a time (the K steps run one by one).
     pairwise = 3 * config.num_critics * config.num_quantiles * config.kept_target_quantiles
-    networks += memory.networks_bytes(0, copies=0, rows=config.batch_size, activations_per_row=pairwise, passes=3)
+    networks += 3 * config.batch_size * pairwise * memory.FLOAT  # 3 passes
     return {"envs": memory.envs_bytes(config.num_envs, vector_mode),
             "replay": memory.replay_bytes(config.replay_capacity, env_info, extra_floats=size + 2),
             "networks": networks}
