@@ -31,7 +31,7 @@ gradient steps: what training would cost if acting, env stepping and replay took
 mean return reached R: its env step and training time. Cutting total_env_steps leaves that time as the
 full run's when no hyperparameter follows total_env_steps (a linear schedule does).
 
---libs=tfrl,sb3,sbx adds SBX (Stable-Baselines-Jax, extra bench-jax) as a third side for the DQN, PPO, SAC and TD3
+--libs=tfrl,sb3,sbx adds SBX (Stable-Baselines-Jax, extra bench-jax) as a third side for the DQN, PPO, SAC, TD3, TQC and CrossQ
 suites, trained by sb3_runner.py --library=sbx on the same translation; runs alternate A B C A B C.
 
 --reuse grows a comparison over several sittings: a seed whose runs (every library's) are already in the results
@@ -114,6 +114,11 @@ SUITES = {
        for env, env_id, preset in (("pendulum", "Pendulum-v1", "tqc-pendulum"),  # the zoo's own uses gSDE
                                    ("halfcheetah", "HalfCheetah-v5", "tqc-halfcheetah-sb3zoo"),
                                    ("hopper", "Hopper-v5", "tqc-hopper-sb3zoo"))},
+    # sb3-contrib's CrossQ on the SB3 side (SBX's with --libs=tfrl,sb3,sbx).
+    **{f"crossq-{env}": Suite("crossq", env_id, preset, sb3_modules=("stable_baselines3", "sb3_contrib", "torch"))
+       for env, env_id, preset in (("pendulum", "Pendulum-v1", "crossq-pendulum"),
+                                   ("halfcheetah", "HalfCheetah-v5", "crossq-halfcheetah-sb3zoo"),
+                                   ("hopper", "Hopper-v5", "crossq-hopper-sb3zoo"))},
     "ppo-maskedpick": Suite("ppo", "tfrl/MaskedPick-v0", "ppo-maskedpick", floor=False,
                             sb3_modules=("stable_baselines3", "sb3_contrib", "torch")),
     # Memory: sb3-contrib's RecurrentPPO on the SB3 side.
@@ -135,6 +140,7 @@ QUICK_OVERRIDES = {
     "sac": {"total_env_steps": 2000, "learning_starts": 1000, "log_interval": 500, "final_eval_episodes": 5},
     "td3": {"total_env_steps": 2000, "learning_starts": 1000, "log_interval": 500, "final_eval_episodes": 5},
     "tqc": {"total_env_steps": 2000, "learning_starts": 1000, "log_interval": 500, "final_eval_episodes": 5},
+    "crossq": {"total_env_steps": 2000, "learning_starts": 1000, "log_interval": 500, "final_eval_episodes": 5},
 }
 
 
@@ -331,7 +337,7 @@ def _env_info(env_id: str):
 
 
 def _off_policy_floor(agent: str, config, info, runtime, rng, calls: int, repeats: int):
-    """(wall s, CPU s) per call of SAC's, TQC's or TD3's train step on random transitions, K per call, and the run's
+    """(wall s, CPU s) per call of SAC's, TQC's, CrossQ's or TD3's train step on random transitions, K per call, and the run's
     steps."""
     import dqn_train_step  # noqa: E402  (benchmarks/ is on the path)
 
@@ -370,7 +376,7 @@ def measure_floor(spec: RunSpec, calls: int, repeats: int) -> dict:
                                             info.num_actions, config.gamma, rng)
         wall, cpu = dqn_train_step.time_calls(lambda: learner.update(ReplayBatch(batch, False)), calls, repeats)
         steps_per_call, run_steps = config.gradient_steps_per_train, config.total_gradient_steps
-    elif spec.agent in ("sac", "tqc", "td3"):
+    elif spec.agent in ("sac", "tqc", "crossq", "td3"):
         wall, cpu, steps_per_call, run_steps = _off_policy_floor(spec.agent, config, info, runtime, rng, calls,
                                                                  repeats)
     elif spec.agent == "ppo":

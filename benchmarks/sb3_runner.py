@@ -19,7 +19,8 @@ A hyperparameter SB3 cannot express (double DQN, n-step returns, ...) is an erro
 mismatch. Needs the bench extra: pip install 'tfrl[bench]'.
 
 --library=sbx trains SBX (Stable-Baselines-Jax: SB3's algorithms compiled with JAX) on the same translation
-(sbx_kwargs says where it differs), for DQN, PPO, SAC and TD3; extra bench-jax. QR-DQN and TQC train sb3-contrib's QRDQN and TQC.
+(sbx_kwargs says where it differs), for DQN, PPO, SAC, TD3, TQC and CrossQ; extra bench-jax. QR-DQN, TQC and CrossQ
+train sb3-contrib's QRDQN, TQC and CrossQ.
 """
 
 from __future__ import annotations
@@ -248,6 +249,29 @@ def tqc_kwargs(hp: dict) -> dict:
     return kwargs
 
 
+def crossq_kwargs(hp: dict, library: str = "sb3") -> dict:
+    """sb3-contrib's (library "sb3") or SBX's CrossQ arguments: SAC's translation without tau (neither takes one:
+    no target networks), with the delayed actor, the two network widths and the batch renormalization. sb3-contrib
+    writes the momentum as the share the new batch gets (1 - tfrl's), SBX as tfrl does; both take Adam's beta_1
+    0.5 by default; SBX's epsilon is fixed at 1e-3."""
+    kwargs = sac_kwargs(hp)
+    del kwargs["tau"]
+    if library == "sbx" and hp["batch_norm_epsilon"] != 1e-3:
+        raise UsageError("SBX's CrossQ fixes the batch renormalization's epsilon at 1e-3")
+    if library == "sb3" and not hp["actor_batch_norm"]:
+        raise UsageError("sb3-contrib's CrossQ renormalizes the actor whenever it renormalizes the critics")
+    momentum = hp["batch_norm_momentum"] if library == "sbx" else 1.0 - hp["batch_norm_momentum"]
+    policy = dict(net_arch=dict(pi=list(hp["hidden_sizes"]), qf=list(hp["critic_hidden_sizes"])),
+                  batch_norm_momentum=momentum, renorm_warmup_steps=hp["renorm_warmup_steps"])
+    if library == "sbx":
+        policy.update(batch_norm_actor=hp["actor_batch_norm"], optimizer_kwargs={"b1": hp["adam_beta_1"]})
+    else:
+        policy.update(batch_norm_eps=hp["batch_norm_epsilon"],
+                      optimizer_kwargs={"betas": (hp["adam_beta_1"], 0.999)})
+    kwargs.update(policy_delay=hp["policy_delay"], policy_kwargs=policy)
+    return kwargs
+
+
 def td3_kwargs(hp: dict, action_size: int) -> dict:
     """SB3 TD3 arguments for tfrl TD3Config fields; UsageError for settings SB3's TD3 does not have.
 
@@ -296,7 +320,11 @@ def sbx_kwargs(agent: str, hp: dict, action_size: int | None = None) -> dict:
         return sac_kwargs(hp)
     if agent == "td3":
         return td3_kwargs(hp, action_size)
-    raise UsageError(f"the SBX comparison covers dqn, ppo, sac and td3, not {agent}")
+    if agent == "tqc":
+        return tqc_kwargs(hp)
+    if agent == "crossq":
+        return crossq_kwargs(hp, "sbx")
+    raise UsageError(f"the SBX comparison covers dqn, ppo, sac, td3, tqc and crossq, not {agent}")
 
 
 def build_sbx_model(spec: dict):
@@ -313,8 +341,8 @@ def build_sbx_model(spec: dict):
     normalize = lambda obs: obs  # noqa: E731
     if agent == "ppo":
         env, normalize = vec_normalize(env, hp)
-    model = {"dqn": sbx.DQN, "ppo": sbx.PPO, "sac": sbx.SAC, "td3": sbx.TD3}[agent]("MlpPolicy", env, seed=seed,
-                                                                                  **kwargs)
+    model = {"dqn": sbx.DQN, "ppo": sbx.PPO, "sac": sbx.SAC, "td3": sbx.TD3, "tqc": sbx.TQC,
+             "crossq": sbx.CrossQ}[agent]("MlpPolicy", env, seed=seed, **kwargs)
     return env, model, lambda obs: model.predict(normalize(obs), deterministic=True)[0]
 
 
@@ -390,16 +418,16 @@ def build_model(spec: dict, sb3):
 
         return env, model, greedy
     model_class = {"dqn": sb3.DQN, "a2c": sb3.A2C, "ppo": sb3.PPO, "sac": sb3.SAC, "td3": sb3.TD3}.get(agent)
-    if agent in ("qrdqn", "tqc"):
+    if agent in ("qrdqn", "tqc", "crossq"):
         sb3_contrib = errors.require_extra("sb3_contrib", "bench", "the Stable-Baselines3 runner")
-        model_class = {"qrdqn": sb3_contrib.QRDQN, "tqc": sb3_contrib.TQC}[agent]
+        model_class = {"qrdqn": sb3_contrib.QRDQN, "tqc": sb3_contrib.TQC, "crossq": sb3_contrib.CrossQ}[agent]
     if model_class is None:
         raise UsageError(f"unknown agent {agent!r}")
     if agent == "td3":
         kwargs = td3_kwargs(hp, action_size(env))
     else:
         kwargs = {"dqn": dqn_kwargs, "qrdqn": qrdqn_kwargs, "a2c": a2c_kwargs, "ppo": ppo_kwargs,
-                  "sac": sac_kwargs, "tqc": tqc_kwargs}[agent](hp)
+                  "sac": sac_kwargs, "tqc": tqc_kwargs, "crossq": crossq_kwargs}[agent](hp)
     model = model_class("MlpPolicy", env, seed=seed, device="cpu", **kwargs)
     return env, model, lambda obs: model.predict(normalize(obs), deterministic=True)[0]
 

@@ -47,6 +47,9 @@ KINDS = {
                                        "num_quantiles": 8}),
     "tqc": ("tqc", "Pendulum-v1", {"total_env_steps": 400, "learning_starts": 200, "batch_size": 32,
                                    "hidden_sizes": [16], "num_quantiles": 5}),
+    "crossq": ("crossq", "Pendulum-v1", {"total_env_steps": 400, "learning_starts": 200, "batch_size": 32,
+                                         "hidden_sizes": [16], "critic_hidden_sizes": [16],
+                                         "renorm_warmup_steps": 50}),
 }
 # Weights big enough to be quantized (LiteRT leaves tensors under 1024 elements in float32).
 WIDE = ("dqn", "CartPole-v1", {"total_env_steps": 600, "learning_starts": 200, "hidden_sizes": [256, 256]})

@@ -19,6 +19,7 @@ import warnings
 
 import pytest
 
+from tfrl import agents
 from tfrl.run.metrics import TIMING_FIELDS
 
 import behaviour_digests
@@ -94,7 +95,7 @@ DIVERGING_ARGS = [
 # (case id, arguments, what the one error line must contain)
 BAD_INPUTS = [
     ("unknown_agent", ["--agent=ddpg", "--env=CartPole-v1"],
-     "--agent: unknown agent 'ddpg'; choose one of dqn, qrdqn, a2c, ppo, sac, tqc, td3"),
+     f"--agent: unknown agent 'ddpg'; choose one of {', '.join(agents.AGENT_NAMES)}"),
     ("unknown_env", ["--agent=dqn", "--env=CartPole-v9"],
      "unknown environment id 'CartPole-v9'; close matches: CartPole-v1"),
     ("unknown_flag", ["--agent=dqn", "--env=CartPole-v1", "--nonsense=1"], "Unknown command line flag 'nonsense'"),

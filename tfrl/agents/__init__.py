@@ -18,7 +18,7 @@ from tfrl.errors import UsageError
 
 _SPECS = {"dqn": "tfrl.agents.dqn.spec", "qrdqn": "tfrl.agents.qrdqn.spec", "a2c": "tfrl.agents.a2c.spec",
           "ppo": "tfrl.agents.ppo.spec", "sac": "tfrl.agents.sac.spec", "tqc": "tfrl.agents.tqc.spec",
-          "td3": "tfrl.agents.td3.spec"}
+          "crossq": "tfrl.agents.crossq.spec", "td3": "tfrl.agents.td3.spec"}
 AGENT_NAMES = tuple(_SPECS)
 
 

@@ -156,7 +156,7 @@ class ContinuousAgent:
         self.reload_weights()
 
     def reload_weights(self) -> None:
-        self._mirror.update([v.numpy() for v in self.learner.actor.trainable_variables])
+        self._mirror.update([v.numpy() for v in self.learner.acting_variables()])
         self._obs_normalizer.load()
 
     @classmethod

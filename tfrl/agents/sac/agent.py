@@ -18,13 +18,15 @@ class SACAgent(ContinuousAgent):
     NAME = "SAC"
     NOISE_FIELDS = ("noise_next", "noise")
     EXPLORER = SquashedGaussianExplorer
+    MIRROR = numpy_networks.NumpySquashedActor  # MIRROR(actor): (mean, log std) in NumPy; update(acting variables)
+    POLICY = sac_policy  # the module whose serving_policy exports the actor
 
     def __init__(self, learner: SACLearner, config: SACConfig, env: EnvInfo, seed: int):
-        super().__init__(learner, config, env, seed, numpy_networks.NumpySquashedActor(learner.actor))
+        super().__init__(learner, config, env, seed, self.MIRROR(learner.actor))
 
     def greedy_squashed(self, obs: np.ndarray) -> np.ndarray:
         return np.tanh(self._mirror(obs)[0])
 
     def serving_policy(self):
-        return sac_policy.serving_policy(self.config, self._env_info, self.learner.actor,
-                                         self.learner.obs_normalizer.layer)
+        return self.POLICY.serving_policy(self.config, self._env_info, self.learner.actor,
+                                          self.learner.obs_normalizer.layer)

@@ -80,6 +80,8 @@ class SACLearner:
     """Owns the actor, the twin Q-networks and their targets, the temperature, three Adam optimizers and the
     train step. All state is in tf.Variables (checkpoint_items())."""
 
+    METRICS = METRICS
+
     def __init__(self, config: SACConfig, env: EnvInfo, runtime: runtime_lib.Runtime, seed: int = 0):
         del seed  # the agent draws the batches and the noise
         self.config = config
@@ -96,7 +98,7 @@ class SACLearner:
             "next_obs": (observations.row_shape, observations.numpy_dtype), "action": ((size,), tf.float32),
             "reward": ((), tf.float32), "discount": ((), tf.float32), "noise_next": ((size,), tf.float32),
             "noise": ((size,), tf.float32)})
-        self.output = train_step.OutputLayout(METRICS, self.actor.trainable_variables)
+        self.output = train_step.OutputLayout(self.METRICS, self.acting_variables())
         self._critic_gradients = self._placement.batch_gradients(self._critic_gradients_of)
         self._actor_gradients = self._placement.batch_gradients(self._actor_and_temperature_gradients)
         self.train_step = self._placement.compile(self._train_step, [
@@ -104,8 +106,7 @@ class SACLearner:
         self._call = train_step.concrete_call(self.train_step)
 
     def _build(self, config: SACConfig, env: EnvInfo, size: int, precision_policy: str) -> None:
-        hidden, init = config.hidden_sizes, config.layer_init
-        self.actor = squashed_gaussian_actor(env.observations, size, hidden, layer_init=init)
+        self.actor = self._make_actor(config, env, size)
         self.critics, self.target_critics = self._make_critics(config, env, size)
         for target, critic in zip(self.target_critics, self.critics):
             target.set_weights(critic.get_weights())
@@ -113,13 +114,25 @@ class SACLearner:
         self._alpha_used = tf.Variable(config.initial_temperature, dtype=tf.float32, trainable=False,
                                        name="alpha_used")  # this step's alpha, before its own update
         self.critic_variables = [v for critic in self.critics for v in critic.trainable_variables]
-        clip = config.max_grad_norm or None
         self.actor_optimizer, self.critic_optimizer, self.temperature_optimizer = (
-            precision.built_optimizer(keras.optimizers.Adam(config.learning_rate, epsilon=config.adam_epsilon,
-                                                            global_clipnorm=clip),
-                                      variables, precision_policy)
+            precision.built_optimizer(self._optimizer(config), variables, precision_policy)
             for variables in (self.actor.trainable_variables, self.critic_variables, [self.log_alpha]))
         self.gradient_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
+
+    @staticmethod
+    def _make_actor(config: SACConfig, env: EnvInfo, size: int) -> keras.Model:
+        """The actor: SAC's squashed Gaussian (CrossQ's renormalizes its torso)."""
+        return squashed_gaussian_actor(env.observations, size, config.hidden_sizes, layer_init=config.layer_init)
+
+    @staticmethod
+    def _optimizer(config: SACConfig) -> keras.optimizers.Optimizer:
+        """One Adam, for the actor, the critics or the temperature."""
+        return keras.optimizers.Adam(config.learning_rate, epsilon=config.adam_epsilon,
+                                     global_clipnorm=config.max_grad_norm or None)
+
+    def acting_variables(self) -> list:
+        """What a train call returns for the acting mirror, in its order: the actor's trainable variables."""
+        return list(self.actor.trainable_variables)
 
     @staticmethod
     def _make_critics(config: SACConfig, env: EnvInfo, size: int) -> tuple[list, list]:
@@ -160,8 +173,9 @@ class SACLearner:
 
     def _train_step(self, packed):
         batch = self.rows.unpack([packed])  # each [K, B, ...]
-        means, flags, flagged_k = train_step.mean_of_steps(batch, self._gradient_step, len(METRICS))
-        return self.output.pack(dict(zip(METRICS, tf.unstack(means))), flags, flagged_k, self.actor.trainable_variables)
+        means, flags, flagged_k = train_step.mean_of_steps(batch, self._gradient_step, len(self.METRICS))
+        return self.output.pack(dict(zip(self.METRICS, tf.unstack(means))), flags, flagged_k,
+                                self.acting_variables())
 
     def _gradient_step(self, b):
         """One SAC step on one batch [B] -> (its METRICS [6], its numerics flags)."""

@@ -93,6 +93,10 @@ class TD3Learner:
             for variables in (self.actor.trainable_variables, self.critic_variables))
         self.gradient_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
 
+    def acting_variables(self) -> list:
+        """What a train call returns for the acting mirror, in its order: the actor's trainable variables."""
+        return list(self.actor.trainable_variables)
+
     @staticmethod
     def check_runtime(config: TD3Config, runtime: runtime_lib.Runtime) -> None:
         """Each gradient step splits the worker's batch evenly over its replicas."""
