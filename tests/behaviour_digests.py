@@ -49,6 +49,7 @@ against the trajectory, and recording that machine (--record, there) makes the c
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -282,6 +283,7 @@ print(h.hexdigest()[:16])
 """
 
 
+@functools.cache  # a subprocess of ~5 s; the machine does not change within one process
 def fingerprint() -> str:
     """sha256 prefix of a few NumPy and TF ops under PINNED_ENV, one thread: equal on machines that compute alike."""
     out = subprocess.run([sys.executable, "-c", _FINGERPRINT_CODE], capture_output=True, text=True,
