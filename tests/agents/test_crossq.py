@@ -218,3 +218,21 @@ def test_the_pendulum_preset_swings_the_pendulum_up(tmp_path):
     # Random torques score about -1200 on Pendulum; crossq-pendulum reaches above -250 (docs/benchmarks.md).
     run = tfrl.train("crossq", "Pendulum-v1", run_dir=tmp_path / "run", verbose=0, hp={"final_eval_episodes": 20})
     assert run.result["return_mean"] > -250, run.result
+
+
+def test_the_compiled_update_matches_the_uncompiled_one():
+    config = CrossQConfig(hidden_sizes=(8,), critic_hidden_sizes=(16,), batch_size=8, policy_delay=2,
+                          renorm_warmup_steps=1)
+    batches = [_batch(8, seed) for seed in range(4)]
+    transitions = {name: np.stack([b[name] for b in batches]) for name in batches[0]}
+    updates = []
+    for xla in (False, True):
+        tf.keras.utils.set_random_seed(0)
+        learner = CrossQLearner(config, PENDULUM, Runtime(options=RuntimeOptions(xla=xla),
+                                                          device_name="/device:CPU:0"))
+        updates.append((learner.update(transitions), [v.numpy() for v in learner.acting_variables()]))
+    (plain, plain_weights), (compiled, compiled_weights) = updates
+    for name, value in plain.metrics.items():
+        assert compiled.metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-5), name
+    for a, b in zip(plain_weights, compiled_weights):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
