@@ -9,6 +9,7 @@
 #                                              # the train steps on the GPU, the headline and PPO on both
 #   bash benchmarks/gpu_vs_cpu.sh lease        # about 6 minutes, most telling first: the doctor, --device=cpu with
 #                                              # and without XLA, PPO on both, the train steps on both, the headline
+#                                              # (lease1 and lease2: its two halves, for two shorter calls)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; export PYTHONPATH=$PWD:${PYTHONPATH:-} TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-1}
@@ -76,7 +77,9 @@ essentials() {
   timed headline-gpu train --agent=dqn --env=LunarLander-v2 --run_dir="$RUNS/headline-gpu"
 }
 
-lease() {
+lease() { lease1; lease2; }
+
+lease1() {  # about 3 minutes: the doctor, --device=cpu with and without XLA, PPO on both
   machine
   local tiny=("${TINY[@]}")
   timed place-cpu-xla train "${tiny[@]}" --run_dir="$RUNS/p-cpu-xla" --device=cpu --xla
@@ -84,10 +87,13 @@ lease() {
   local ppo=(--agent=ppo --env=LunarLander-v2 --hp=total_env_steps=200000)
   timed ppo-gpu train "${ppo[@]}" --run_dir="$RUNS/ppo-gpu"
   timed ppo-cpu cpu train "${ppo[@]}" --run_dir="$RUNS/ppo-cpu"
+}
+
+lease2() {  # about 4 minutes: the train steps on both, the headline on the GPU
   local steps=(--agents=dqn,a2c,sac --calls=20 --repeats=3 --warmup_calls=5)
   (cd benchmarks && python3 precision_xla.py "${steps[@]}" --combos=float32:off,float32:on) 2>&1 | grep "^|"
   (cd benchmarks && cpu python3 precision_xla.py "${steps[@]}" --combos=float32:off) 2>&1 | grep "^|"
   timed headline-gpu train --agent=dqn --env=LunarLander-v2 --run_dir="$RUNS/headline-gpu"
 }
 
-"${1:?usage: gpu_vs_cpu.sh checks|runs|essentials|lease}" 2>&1 | tee "$OUT/$1.log"
+"${1:?usage: gpu_vs_cpu.sh checks|runs|essentials|lease|lease1|lease2}" 2>&1 | tee "$OUT/$1.log"
