@@ -236,3 +236,19 @@ def test_the_compiled_update_matches_the_uncompiled_one():
         assert compiled.metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-5), name
     for a, b in zip(plain_weights, compiled_weights):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_a_checkpoint_keeps_the_moving_statistics_and_the_step_counts(tmp_path):
+    from tfrl.run.checkpoints import Checkpointer
+
+    config = CrossQConfig(hidden_sizes=(4,), critic_hidden_sizes=(8,), batch_size=4, policy_delay=1)
+    learner = CrossQLearner(config, PENDULUM, CPU)
+    learner.update({name: value[None] for name, value in _batch(4).items()})
+    Checkpointer(tmp_path, learner.checkpoint_items()).save(1, {})
+    fresh = CrossQLearner(config, PENDULUM, CPU)
+    Checkpointer(tmp_path, fresh.checkpoint_items()).restore_latest()
+    for model, restored in [(learner.actor, fresh.actor), *zip(learner.critics, fresh.critics)]:
+        for variable, other in zip(model.weights, restored.weights):
+            np.testing.assert_array_equal(variable.numpy(), other.numpy(), err_msg=variable.path)
+    assert float(fresh.actor.get_layer("torso_renorm_0").steps.numpy()) == 1.0
+    assert float(fresh.critics[0].get_layer("torso_renorm_0").moving_mean.numpy().any())

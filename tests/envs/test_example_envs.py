@@ -12,9 +12,10 @@ from gymnasium.utils.env_checker import check_env
 
 from tfrl import envs
 from tfrl.envs import example_envs
-from tfrl.envs.example_envs import GoalGrid, GoalPoint, MaskedPick, MultiKnob, Switches
+from tfrl.envs.example_envs import GoalGrid, GoalPoint, MaskedPick, MultiKnob, RecallPick, Switches
 
-IDS = ["tfrl/GoalGrid-v0", "tfrl/GoalPoint-v0", "tfrl/MaskedPick-v0", "tfrl/MultiKnob-v0", "tfrl/Switches-v0"]
+IDS = ["tfrl/GoalGrid-v0", "tfrl/GoalPoint-v0", "tfrl/MaskedPick-v0", "tfrl/MultiKnob-v0", "tfrl/Switches-v0",
+       "tfrl/RecallPick-v0"]
 
 
 def run_episode(env, policy, seed):
@@ -63,17 +64,24 @@ def switch_pattern(obs, env):
     return obs.astype(np.int8)
 
 
+def recall_cue(obs, env):
+    """The cue (read from the env: this scripted policy's memory) when it is legal, else any legal action."""
+    legal = np.flatnonzero(obs["action_mask"])
+    cue = env.unwrapped._cue
+    return cue if cue in legal else legal[0]
+
+
 # Well above each random policy's mean return (GoalGrid about -0.46, GoalPoint -52, MaskedPick -0.9, MultiKnob
-# 5.3, Switches 10), well below the optimal one's (0.88, -6, 20, 20, 20).
+# 5.3, Switches 10, RecallPick -0.4), well below the optimal one's (0.88, -6, 20, 20, 20, 3.5).
 RANDOM_STAYS_BELOW = {"tfrl/GoalGrid-v0": 0.0, "tfrl/GoalPoint-v0": -30.0, "tfrl/MaskedPick-v0": 2.0,
-                      "tfrl/MultiKnob-v0": 8.0, "tfrl/Switches-v0": 12.0}
+                      "tfrl/MultiKnob-v0": 8.0, "tfrl/Switches-v0": 12.0, "tfrl/RecallPick-v0": 1.0}
 
 OPTIMAL_POLICIES = {"tfrl/GoalGrid-v0": grid_greedy, "tfrl/GoalPoint-v0": point_straight,
                     "tfrl/MaskedPick-v0": best_legal, "tfrl/MultiKnob-v0": knob_targets,
-                    "tfrl/Switches-v0": switch_pattern}
+                    "tfrl/Switches-v0": switch_pattern, "tfrl/RecallPick-v0": recall_cue}
 
 
-@pytest.mark.parametrize("env_class", [GoalGrid, GoalPoint, MaskedPick, MultiKnob, Switches])
+@pytest.mark.parametrize("env_class", [GoalGrid, GoalPoint, MaskedPick, MultiKnob, Switches, RecallPick])
 def test_env_checker_passes(env_class):
     env = env_class()
     check_env(env, skip_render_check=True)  # raises on a broken API
@@ -283,3 +291,48 @@ def test_masked_pick_with_another_mask_key_gives_the_mask_as_an_input_and_no_mas
     assert env.step(illegal)[1:3] == (MaskedPick.ILLEGAL_REWARD, True)
     with pytest.raises(ValueError, match="mask_key"):
         MaskedPick(mask_key="state")
+
+
+def test_recall_pick_shows_the_cue_once_then_two_legal_actions_and_pays_the_cue():
+    env = RecallPick(num_actions=5, horizon=6)
+    obs, info = env.reset(seed=2)
+    cue = int(np.argmax(obs["cue"]))
+    assert obs["cue"].sum() == 1 and obs["action_mask"].all()  # the cue's step: everything legal
+    masks, returns = [], 0.0
+    obs, reward, terminated, truncated, _ = env.step((cue + 1) % 5)  # no reward on the cue's step, whatever
+    assert reward == 0.0 and not terminated
+    while not truncated:
+        assert not obs["cue"].any() and obs["action_mask"].sum() == 2 and (env.action_masks() == obs["action_mask"]).all()
+        masks.append(obs["action_mask"].copy())
+        legal = np.flatnonzero(obs["action_mask"])
+        other = legal[legal != cue][0]
+        obs, reward, terminated, truncated, _ = env.step(cue if cue in legal else other)
+        assert reward == float(cue in legal) and not terminated
+        returns += reward
+    assert len(masks) == 5 and returns == info["optimal_return"] == sum(m[cue] for m in masks)
+
+
+def test_recall_pick_without_memory_gets_half_and_illegal_actions_end_or_raise():
+    # The best policy without memory: a legal action at random (the two are alike to it): half the optimum.
+    env, rng = RecallPick(), np.random.default_rng(0)
+    optimum, memoryless = 0.0, 0.0
+    for seed in range(400):
+        obs, info = env.reset(seed=seed)
+        optimum += info["optimal_return"]
+        truncated = False
+        while not truncated:
+            obs, reward, _, truncated, _ = env.step(rng.choice(np.flatnonzero(obs["action_mask"])))
+            memoryless += reward
+    assert 3.3 < optimum / 400 < 3.7 and abs(memoryless / optimum - 0.5) < 0.05
+    obs, _ = env.reset(seed=0)
+    env.step(0)
+    illegal = int(np.flatnonzero(env.action_masks() == 0)[0])
+    assert env.step(illegal)[1:3] == (RecallPick.ILLEGAL_REWARD, True)
+    raising = RecallPick(illegal="raise")
+    raising.reset(seed=0)
+    raising.step(0)
+    with pytest.raises(ValueError, match="is illegal at step 1"):
+        raising.step(int(np.flatnonzero(raising.action_masks() == 0)[0]))
+    for bad in ({"num_actions": 1}, {"horizon": 1}, {"illegal": "ignore"}):
+        with pytest.raises(ValueError, match="RecallPick"):
+            RecallPick(**bad)

@@ -30,6 +30,15 @@ episodes itself (its time limit is a truncation) and puts the episode's optimal 
                         masks). Truncated after 20 steps. Optimal return: 20. mask_key="legal" (any other key)
                         makes the mask an ordinary input, with no action_masks() method: for training without
                         masking on the same problem.
+    tfrl/RecallPick-v0  Masks with memory. Dict observation {"cue": Box(0, 1, (K,)) (one-hot on the first step, zeros
+                        after), "action_mask": Box(0, 1, (K,), int8)}; Discrete(K) actions (K=4), the mask also
+                        action_masks(). The first step shows the cue (every action legal, reward 0); on each of the
+                        horizon - 1 (7) recall steps that follow, 2 random actions are legal, and the cue pays 1 when
+                        it is one of them, the other legal action 0; an illegal action ends the episode at -1
+                        (illegal="raise": ValueError). Optimal return: the recall steps whose legal pair holds the
+                        cue (in reset's info; 3.5 on average). A policy without memory sees two legal actions and
+                        cannot tell the cue: half of that at best (1.75 on average); one that does not mask has to
+                        learn the mask from its input, and loses its episode on an illegal action.
     tfrl/MultiKnob-v0   MultiDiscrete(nvec) actions (nvec=(3, 4, 5)); Box(0, 1, (sum(nvec),)) observation: the
                         target setting of each knob, one-hot per knob, concatenated. Reward: the fraction of knobs
                         set to their target; new targets every step; truncated after 20 steps. Optimal return: 20.
@@ -238,6 +247,62 @@ class MaskedPick(gym.Env):
         return self._obs(), reward, False, self._steps >= self.horizon, {}
 
 
+class RecallPick(gym.Env):
+    """Pick the cue seen on the first step whenever it is legal; see the module docstring."""
+
+    ILLEGAL_REWARD = -1.0
+    NUM_LEGAL = 2  # on each recall step
+
+    def __init__(self, num_actions: int = 4, horizon: int = 8, illegal: str = "penalty"):
+        if num_actions < self.NUM_LEGAL or horizon < 2:
+            raise ValueError(f"RecallPick needs num_actions >= {self.NUM_LEGAL} and horizon >= 2, got "
+                             f"num_actions={num_actions}, horizon={horizon}")
+        if illegal not in ("penalty", "raise"):
+            raise ValueError(f"RecallPick's illegal is 'penalty' or 'raise', got {illegal!r}")
+        self.num_actions, self.horizon, self.illegal = num_actions, horizon, illegal
+        self.observation_space = gym.spaces.Dict({
+            "cue": gym.spaces.Box(0, 1, (num_actions,), np.float32),
+            "action_mask": gym.spaces.Box(0, 1, (num_actions,), np.int8)})
+        self.action_space = gym.spaces.Discrete(num_actions)
+        self._masks = np.ones((horizon + 1, num_actions), np.int8)
+        self._cue, self._steps = 0, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        k, rows = self.num_actions, self.horizon + 1
+        self._cue = int(self.np_random.integers(k))
+        order = self.np_random.random((rows, k)).argsort(axis=1)  # per row, its first NUM_LEGAL are legal
+        self._masks = np.zeros((rows, k), np.int8)
+        self._masks[np.arange(rows)[:, None], order[:, :self.NUM_LEGAL]] = 1
+        self._masks[0] = 1  # the cue's step: anything goes
+        optimal = float(self._masks[1:self.horizon, self._cue].sum())
+        self._steps = 0
+        return self._obs(), {"optimal_return": optimal}
+
+    def _obs(self) -> dict:
+        cue = np.zeros(self.num_actions, np.float32)
+        if self._steps == 0:
+            cue[self._cue] = 1.0
+        return {"cue": cue, "action_mask": self._masks[self._steps].copy()}
+
+    def action_masks(self) -> np.ndarray:
+        """The legal actions now (True = legal): the observation's "action_mask", as bools."""
+        return self._masks[self._steps].astype(bool)
+
+    def step(self, action):
+        action_given, action = action, _discrete_action(action, self.num_actions)
+        if action is None:
+            raise ValueError(f"RecallPick takes actions 0 to {self.num_actions - 1}, got {action_given!r}")
+        if not self._masks[self._steps, action]:
+            if self.illegal == "raise":
+                raise ValueError(f"RecallPick: action {action} is illegal at step {self._steps} (legal: "
+                                 f"{np.flatnonzero(self._masks[self._steps]).tolist()})")
+            return self._obs(), self.ILLEGAL_REWARD, True, False, {"illegal_action": True}
+        reward = 1.0 if self._steps > 0 and action == self._cue else 0.0
+        self._steps += 1
+        return self._obs(), reward, False, self._steps >= self.horizon, {}
+
+
 class _TargetMatching(gym.Env):
     """A new target each step (drawn per episode at reset), shown in the observation; the reward is the fraction
     of action entries equal to the target's, so the best return is the horizon."""
@@ -303,7 +368,7 @@ class Switches(_TargetMatching):
 
 
 _ENTRY_POINTS = {"tfrl/GoalGrid-v0": GoalGrid, "tfrl/GoalPoint-v0": GoalPoint, "tfrl/MaskedPick-v0": MaskedPick,
-                 "tfrl/MultiKnob-v0": MultiKnob, "tfrl/Switches-v0": Switches}
+                 "tfrl/MultiKnob-v0": MultiKnob, "tfrl/Switches-v0": Switches, "tfrl/RecallPick-v0": RecallPick}
 
 
 def register() -> None:
