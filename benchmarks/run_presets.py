@@ -81,6 +81,7 @@ def against_optimal(saved_model: str, env_id: str, env_kwargs: dict, episodes: i
 
     import tfrl
     from tfrl import envs
+    from tfrl.models.policy_memory import reset_episodes
 
     env = envs.as_spec(env_id, env_kwargs).make()  # observations as the export takes them; tfrl's id aliases
     if "optimal_return" not in env.reset(seed=0)[1] or not episodes:
@@ -88,6 +89,7 @@ def against_optimal(saved_model: str, env_id: str, env_kwargs: dict, episodes: i
     policy, returns, optimal = tfrl.load_policy(saved_model), [], []
     for episode in range(episodes):
         obs, info = env.reset(seed=30_000 + episode)
+        reset_episodes(policy)  # a policy with memory starts each episode from a zero state
         optimal.append(info["optimal_return"])
         returns.append(0.0)
         done = False

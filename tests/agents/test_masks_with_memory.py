@@ -65,3 +65,11 @@ def test_the_stateful_export_never_answers_with_an_illegal_action(runs, agent):
     # A mask that allows nothing gets no action, state or not.
     with pytest.raises(ValueError, match="no legal action|allows no"):
         policy({"cue": np.zeros((1, 4), np.float32), MASK_KEY: np.zeros((1, 4), np.int8)})
+
+
+@pytest.mark.slow
+def test_the_recallpick_preset_remembers_the_cue(tmp_path):
+    # Optimal 3.5 on average; without memory 1.75 at best (tfrl.envs.example_envs). ppo-lstm-recallpick's
+    # 100k env steps end near the optimum (docs/benchmarks.md).
+    run = tfrl.train("ppo", ENV, env_kwargs=RAISE, run_dir=tmp_path / "run", verbose=0)
+    assert run.result["return_mean"] > 3.0, run.result
