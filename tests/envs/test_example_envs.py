@@ -302,7 +302,8 @@ def test_recall_pick_shows_the_cue_once_then_two_legal_actions_and_pays_the_cue(
     obs, reward, terminated, truncated, _ = env.step((cue + 1) % 5)  # no reward on the cue's step, whatever
     assert reward == 0.0 and not terminated
     while not truncated:
-        assert not obs["cue"].any() and obs["action_mask"].sum() == 2 and (env.action_masks() == obs["action_mask"]).all()
+        assert not obs["cue"].any() and obs["action_mask"].sum() == 2
+        assert (env.action_masks() == obs["action_mask"]).all()
         masks.append(obs["action_mask"].copy())
         legal = np.flatnonzero(obs["action_mask"])
         other = legal[legal != cue][0]

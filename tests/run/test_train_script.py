@@ -70,8 +70,9 @@ RANDOM_POLICY_RETURN = 22  # CartPole-v1 under uniformly random actions, average
 
 # Short --deterministic runs of every agent (DQN plain and prioritized, A2C, PPO on CartPole, on Pendulum with
 # normalization and on Catch's pixels, SAC on Pendulum; tiny networks, a few seconds each), launched with the
-# CPU code paths and threads pinned (twice each where this machine type has no recorded digests) (tests/behaviour_digests.py): enough updates, evaluations and
-# checkpoints for every seeded thing to show in the numbers, and the digests of today's code to compare with.
+# CPU code paths and threads pinned (tests/behaviour_digests.py; twice each where this machine type has no
+# recorded digests): enough updates, evaluations and checkpoints for every seeded thing to show in the numbers,
+# and the digests of today's code to compare with.
 REPRODUCIBLE_ARGS = behaviour_digests.RUNS
 
 # keep_best_policy on a short DQN CartPole run: 6 periodic evaluations of 5 episodes (their returns differ while

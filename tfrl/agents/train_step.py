@@ -199,6 +199,18 @@ def finished_update(output: OutputLayout, flat: np.ndarray, optimizer, outputs_n
     return LearnerUpdate(metrics=metrics, weights=weights, row_errors=row_errors if len(row_errors) else None)
 
 
+def delayed_means(metrics: dict, num_steps: int, delayed: Sequence[str]) -> None:
+    """A learner with a delayed actor (TD3, CrossQ) reports "actor_updates", the share of the call's num_steps that
+    updated the actor, and its `delayed` metrics as sums over all steps divided by num_steps: this turns them into
+    means over the steps that updated the actor (and drops them and the share where none did), in place."""
+    actor_updates = metrics.pop("actor_updates") * num_steps
+    for name in delayed:
+        if actor_updates:
+            metrics[name] *= num_steps / actor_updates
+        else:
+            metrics.pop(name)
+
+
 def apply_gradients(optimizer, grads, variables, loss, outputs_sum, grads_to_check=None):
     """One optimizer step -> its numerics flags (tfrl.models.numerics) of the loss, the gradients and outputs_sum, one
     scalar that any NaN or Inf in the network's outputs makes non-finite.

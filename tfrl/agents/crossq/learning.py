@@ -68,14 +68,8 @@ class CrossQLearner(SACLearner):
 
     def update(self, transitions: dict[str, np.ndarray]) -> LearnerUpdate:
         """SACLearner.update, the actor's metrics averaged over the steps that updated the actor (none: left out)."""
-        num_steps = transitions["reward"].shape[0]
         update = super().update(transitions)
-        actor_updates = update.metrics.pop("actor_updates") * num_steps
-        for name in ACTOR_METRICS:
-            if actor_updates:
-                update.metrics[name] *= num_steps / actor_updates
-            else:
-                update.metrics.pop(name)
+        train_step.delayed_means(update.metrics, transitions["reward"].shape[0], ACTOR_METRICS)
         return update
 
     # ---- inside the tf.function -------------------------------------------------

@@ -70,7 +70,7 @@ class TD3Learner:
             "obs": (observations.row_shape, observations.numpy_dtype),
             "next_obs": (observations.row_shape, observations.numpy_dtype), "action": ((size,), tf.float32),
             "reward": ((), tf.float32), "discount": ((), tf.float32), "noise_next": ((size,), tf.float32)})
-        self.output = train_step.OutputLayout(METRICS, self.actor.trainable_variables)
+        self.output = train_step.OutputLayout(METRICS, self.acting_variables())
         self._critic_gradients = self._placement.batch_gradients(self._critic_gradients_of)
         self._actor_gradients = self._placement.batch_gradients(self._actor_gradients_of)
         self.train_step = self._placement.compile(self._train_step, [
@@ -123,11 +123,7 @@ class TD3Learner:
         done = int(self.gradient_steps.numpy())
         update = train_step.finished_update(self.output, flat, self.critic_optimizer, "actions or Q-values",
                                             lambda k: done - num_steps + k + 1)
-        actor_updates = update.metrics.pop("actor_updates") * num_steps
-        if actor_updates:
-            update.metrics["actor_loss"] *= num_steps / actor_updates
-        else:
-            update.metrics.pop("actor_loss")
+        train_step.delayed_means(update.metrics, num_steps, ["actor_loss"])
         return update
 
     # ---- inside the tf.function -------------------------------------------------
@@ -135,7 +131,7 @@ class TD3Learner:
     def _train_step(self, packed):
         batch = self.rows.unpack([packed])  # each [K, B, ...]
         means, flags, flagged_k = train_step.mean_of_steps(batch, self._gradient_step, len(METRICS))
-        return self.output.pack(dict(zip(METRICS, tf.unstack(means))), flags, flagged_k, self.actor.trainable_variables)
+        return self.output.pack(dict(zip(METRICS, tf.unstack(means))), flags, flagged_k, self.acting_variables())
 
     def _gradient_step(self, b):
         """One TD3 step on one batch [B] -> (its METRICS, its numerics flags)."""
