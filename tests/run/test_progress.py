@@ -110,3 +110,17 @@ def test_the_bar_ticks_between_records_says_when_it_evaluates_and_counts_evaluat
     with logger.evaluating("final evaluation (100 episodes)"):
         assert _frames(screen)[-1].startswith("final evaluation (100 episodes) ")
     logger.close()
+
+
+def test_the_native_noise_pattern_drops_start_up_lines_and_keeps_real_errors():
+    # Lines as TF 2.21 prints them (the cuInit one from a CUDA build with CUDA_VISIBLE_DEVICES= on an H100 host).
+    noise = [b"I0000 00:00:1796665405.975756   13204 port.cc:153] oneDNN custom operations are on.",
+             b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+             b"E0000 00:00:1796670088.209701    1807 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA "
+             b"error: Failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected"]
+    kept = [b"E0000 00:00:1796670088.209701    1807 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA "
+            b"error: Failed call to cuInit: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: system has unsupported display driver",
+            b"E0000 00:00:1796670088.209701    1807 some_kernel.cc:12] an op failed",
+            b"train.py: error: --device=gpu:7 but this machine has no GPU"]
+    assert all(quiet_logs.NATIVE_NOISE.match(line) for line in noise)
+    assert not any(quiet_logs.NATIVE_NOISE.match(line) for line in kept)

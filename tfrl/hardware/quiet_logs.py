@@ -26,10 +26,13 @@ import sys
 import threading
 
 # Every INFO line of TF's C++ side (oneDNN, CPU features, XLA's service.cc, dump_mlir_util.cc, device_compiler.h:
-# "I1204 15:06:16.046282   10492 service.cc:153] ..."), its start-up warnings, and absl's pre-init notice.
+# "I1204 15:06:16.046282   10492 service.cc:153] ..."), its start-up warnings, absl's pre-init notice, and the
+# error a CUDA build logs where it finds no GPU (CUDA_VISIBLE_DEVICES= on a GPU machine, or none there): the
+# banner's device list says so, and other cuInit failures (a driver mismatch) still show.
 NATIVE_NOISE = re.compile(rb"^(WARNING: All log messages before absl::InitializeLog\(\)|I\d{4} [\d:.]+ +\d+ \S+:\d+\]|"
                           rb"W\d{4} [\d:.]+ +\d+ (port\.cc|cpu_feature_guard\.cc|cpu_utils\.cc|"
                           rb"tf_tfl_flatbuffer_helpers\.cc)|"  # the LiteRT converter's ignored options
+                          rb"E\d{4} [\d:.]+ +\d+ cuda_platform\.cc:\d+\] failed call to cuInit: .*CUDA_ERROR_NO_DEVICE|"
                           rb"To enable the following instructions:|INFO: Created TensorFlow Lite XNNPACK delegate)")
 _PACKAGES = (f"{os.sep}tensorflow{os.sep}", f"{os.sep}keras{os.sep}", f"{os.sep}tf_keras{os.sep}")
 _installed = False
