@@ -76,11 +76,7 @@ class CrossQLearner(SACLearner):
 
     def _gradient_step(self, b):
         """One CrossQ step on one batch [B] -> (its METRICS, its numerics flags)."""
-        self._alpha_used.assign(tf.exp(self.log_alpha))
-        critic_grads, terms = self._critic_gradients(b["obs"], b["action"], b["reward"], b["discount"],
-                                                     b["next_obs"], b["noise_next"])
-        flags = train_step.apply_gradients(self.critic_optimizer, critic_grads, self.critic_variables,
-                                           terms["critic_loss"], terms["outputs_sum"])
+        terms, flags = self._critic_step(b)
         self.gradient_steps.assign_add(1)
         delayed = tf.equal(self.gradient_steps % self.config.policy_delay, 0)
         actor_values, actor_flags = tf.cond(delayed, lambda: self._actor_step(b["obs"], b["noise"]),

@@ -177,13 +177,18 @@ class SACLearner:
         return self.output.pack(dict(zip(self.METRICS, tf.unstack(means))), flags, flagged_k,
                                 self.acting_variables())
 
-    def _gradient_step(self, b):
-        """One SAC step on one batch [B] -> (its METRICS [6], its numerics flags)."""
+    def _critic_step(self, b):
+        """This step's alpha (before the temperature's own update), then the critics' step on batch b -> (its
+        terms, its numerics flags)."""
         self._alpha_used.assign(tf.exp(self.log_alpha))
         critic_grads, terms = self._critic_gradients(b["obs"], b["action"], b["reward"], b["discount"],
                                                      b["next_obs"], b["noise_next"])
-        flags = train_step.apply_gradients(self.critic_optimizer, critic_grads, self.critic_variables,
-                                           terms["critic_loss"], terms["outputs_sum"])
+        return terms, train_step.apply_gradients(self.critic_optimizer, critic_grads, self.critic_variables,
+                                                 terms["critic_loss"], terms["outputs_sum"])
+
+    def _gradient_step(self, b):
+        """One SAC step on one batch [B] -> (its METRICS [6], its numerics flags)."""
+        terms, flags = self._critic_step(b)
         (actor_grads, temperature_grads), actor_terms = self._actor_gradients(b["obs"], b["noise"])
         flags = tf.bitwise.bitwise_or(flags, train_step.apply_gradients(
             self.actor_optimizer, actor_grads, self.actor.trainable_variables, actor_terms["actor_loss"],
