@@ -180,10 +180,32 @@ class GoalPoint(gym.Env):
         return self._obs(), -distance, False, self._steps >= self.horizon, {}
 
 
-class MaskedPick(gym.Env):
-    """Pick the paying action among the few legal ones; see the module docstring."""
+class _MaskedSteps(gym.Env):
+    """What MaskedPick and RecallPick share: the legal actions of step t are self._masks[t] (int8, 1 = legal),
+    self.num_actions the actions, self.illegal "penalty" or "raise"."""
 
     ILLEGAL_REWARD = -1.0
+
+    def action_masks(self) -> np.ndarray:
+        """The legal actions now (True = legal): the observation's "action_mask", as bools."""
+        return self._masks[self._steps].astype(bool)
+
+    def _checked(self, action) -> int | None:
+        """`action` as an int; None for an illegal one under illegal="penalty" (the step then ends the episode at
+        ILLEGAL_REWARD); ValueError for one outside the action space, or an illegal one under illegal="raise"."""
+        name, action_given, action = type(self).__name__, action, _discrete_action(action, self.num_actions)
+        if action is None:
+            raise ValueError(f"{name} takes actions 0 to {self.num_actions - 1}, got {action_given!r}")
+        if self._masks[self._steps, action]:
+            return action
+        if self.illegal == "raise":
+            raise ValueError(f"{name}: action {action} is illegal at step {self._steps} (legal: "
+                             f"{np.flatnonzero(self._masks[self._steps]).tolist()})")
+        return None
+
+
+class MaskedPick(_MaskedSteps):
+    """Pick the paying action among the few legal ones; see the module docstring."""
 
     def __init__(self, num_actions: int = 10, max_legal: int = 3, horizon: int = 20, illegal: str = "penalty",
                  mask_key: str = "action_mask"):
@@ -229,28 +251,17 @@ class MaskedPick(gym.Env):
     def _obs(self) -> dict:
         return {"state": self._states[self._steps].copy(), self.mask_key: self._masks[self._steps].copy()}
 
-    def action_masks(self) -> np.ndarray:
-        """The legal actions now (True = legal): the observation's "action_mask", as bools."""
-        return self._masks[self._steps].astype(bool)
-
     def step(self, action):
-        action_given, action = action, _discrete_action(action, self.num_actions)
+        action = self._checked(action)
         if action is None:
-            raise ValueError(f"MaskedPick takes actions 0 to {self.num_actions - 1}, got {action_given!r}")
-        if not self._masks[self._steps, action]:
-            if self.illegal == "raise":
-                raise ValueError(f"MaskedPick: action {action} is illegal at step {self._steps} (legal: "
-                                 f"{np.flatnonzero(self._masks[self._steps]).tolist()})")
             return self._obs(), self.ILLEGAL_REWARD, True, False, {"illegal_action": True}
         reward = 1.0 if action == self._paying[self._steps] else 0.0
         self._steps += 1
         return self._obs(), reward, False, self._steps >= self.horizon, {}
 
 
-class RecallPick(gym.Env):
+class RecallPick(_MaskedSteps):
     """Pick the cue seen on the first step whenever it is legal; see the module docstring."""
-
-    ILLEGAL_REWARD = -1.0
     NUM_LEGAL = 2  # on each recall step
 
     def __init__(self, num_actions: int = 4, horizon: int = 8, illegal: str = "penalty"):
@@ -285,18 +296,9 @@ class RecallPick(gym.Env):
             cue[self._cue] = 1.0
         return {"cue": cue, "action_mask": self._masks[self._steps].copy()}
 
-    def action_masks(self) -> np.ndarray:
-        """The legal actions now (True = legal): the observation's "action_mask", as bools."""
-        return self._masks[self._steps].astype(bool)
-
     def step(self, action):
-        action_given, action = action, _discrete_action(action, self.num_actions)
+        action = self._checked(action)
         if action is None:
-            raise ValueError(f"RecallPick takes actions 0 to {self.num_actions - 1}, got {action_given!r}")
-        if not self._masks[self._steps, action]:
-            if self.illegal == "raise":
-                raise ValueError(f"RecallPick: action {action} is illegal at step {self._steps} (legal: "
-                                 f"{np.flatnonzero(self._masks[self._steps]).tolist()})")
             return self._obs(), self.ILLEGAL_REWARD, True, False, {"illegal_action": True}
         reward = 1.0 if self._steps > 0 and action == self._cue else 0.0
         self._steps += 1
