@@ -1,6 +1,6 @@
 """LiteRT and ONNX policies against their SavedModel: parity, greedy returns, latency, size and start-up time.
 
-    python benchmarks/portable.py                      # trains the four presets once (seed 0), then measures
+    python benchmarks/portable.py                      # trains the five presets once (seed 0), then measures
     python benchmarks/portable.py --tasks=dqn-cartpole --runs_dir=runs/portable
 
 For each task (a preset's run, trained with `tfrl train` unless its run dir already holds a finished run) the
@@ -31,6 +31,7 @@ TASKS = {  # name: (agent, env id)
     "ppo-lunarlander": ("ppo", "LunarLander-v3"),
     "sac-pendulum": ("sac", "Pendulum-v1"),
     "dqn-catch": ("dqn", "tfrl/Catch-v0"),
+    "ppo-lstm-cartpolenovel": ("ppo", "tfrl/CartPoleNoVel-v1"),  # memory: the state carried by every format
 }
 VARIANTS = {"litert": ("litert", "none"), "litert-float16": ("litert", "float16"), "litert-int8": ("litert", "int8"),
             "onnx": ("onnx", "none")}
@@ -72,6 +73,10 @@ def export_variants(run_dir: pathlib.Path, out: pathlib.Path) -> dict[str, pathl
 
 
 def median_call_us(policy, batch, repeats: int) -> float:
+    """A policy with memory steps its kept state, one per row of `batch`."""
+    from tfrl.models.policy_memory import reset_episodes
+
+    reset_episodes(policy)
     policy(batch)
     times = []
     for _ in range(repeats):

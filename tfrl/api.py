@@ -29,7 +29,7 @@ from tfrl.hardware import quiet_logs
 from tfrl.hardware.runtime import RuntimeOptions
 from tfrl.lazy_import import LazyModule
 from tfrl.models import env_space, policy_inputs
-from tfrl.models.policy_memory import PolicyMemory
+from tfrl.models.policy_memory import PolicyMemory, RememberingPolicy
 from tfrl.models.portable import runtime as portable
 from tfrl.run import launch, shutdown
 
@@ -193,7 +193,7 @@ class Run:
         return f"Run({self.run_dir}, {self.result.get('kind')}, return_mean={self.result.get('return_mean')})"
 
 
-class Policy:
+class Policy(RememberingPolicy):
     """A greedy policy in NumPy: policy(obs) -> actions, for one observation or a batch.
 
     An observation is an array, or for Dict observations a dict {key: array} (or a batch of them: every array with
@@ -218,39 +218,7 @@ class Policy:
         self._own_space = env_space.parse(own_space or ((metadata or {}).get("observation") or {}).get("env_space"),
                                           source)
         self._keep_alive = keep_alive  # a loaded SavedModel: its signature needs it alive
-        self._memory = PolicyMemory(state_size)
-
-    @property
-    def state_size(self) -> int:
-        """Floats of one episode's memory, 0 for a policy without."""
-        return self._memory.state_size
-
-    def reset(self, done=None) -> None:
-        """Forget the episodes of the rows where done [N] is true (all of them if done is None)."""
-        self._memory.reset(done)
-
-    def step(self, obs, state) -> tuple[np.ndarray, np.ndarray]:
-        """A policy with memory, explicitly: (actions, next state [N, S]) for observations and their episodes'
-        states [N, S] (zeros at an episode's first step)."""
-        if not self.state_size:
-            raise UsageError(f"{self.source} has no memory: call policy(obs)")
-        batch, single = self._as_batch(obs)
-        try:
-            state = np.asarray(state, np.float32)
-        except (ValueError, TypeError):
-            raise UsageError(f"{self.source} takes a state of numbers (float32), got {type(state).__name__} "
-                             f"{str(state)[:60]}") from None
-        rows = policy_inputs.batch_rows(batch)
-        if state.shape != ((self.state_size,) if single else (rows, self.state_size)):
-            expected = f"[{self.state_size}]" if single else f"[{rows}, {self.state_size}]"
-            raise UsageError(f"{self.source} takes a state of shape {expected} for "
-                             f"{'one observation' if single else f'{rows} observations'}, got {list(state.shape)}")
-        if not np.all(np.isfinite(state)):
-            raise UsageError(f"{self.source}: the state holds NaN or Inf (start an episode with zeros)")
-        result = self._outputs(batch, state.reshape(-1, self.state_size))
-        policy_inputs.check_answer(result, self.source)
-        actions, next_state = np.asarray(result["action"]), np.asarray(result["state"])
-        return (actions[0], next_state[0]) if single else (actions, next_state)
+        self.memory = PolicyMemory(state_size)
 
     @property
     def obs_shape(self) -> tuple[int, ...]:
@@ -262,26 +230,8 @@ class Policy:
         """One observation's dtype: float32, uint8 for images (a structured dtype for Dict observations)."""
         return self.observations.numpy_dtype
 
-    def outputs(self, obs) -> dict[str, np.ndarray]:
-        """Every output for obs; a policy with memory steps its kept states (as __call__ does)."""
-        batch, _ = self._as_batch(obs)
-        return {name: np.asarray(value) for name, value in self._call(batch).items()}
-
-    def __call__(self, obs) -> np.ndarray:
-        batch, single = self._as_batch(obs)
-        actions = np.asarray(self._call(batch)["action"])
-        return actions[0] if single else actions
-
-    def _call(self, batch) -> Mapping[str, Any]:
-        if not self.state_size:
-            result = self._outputs(batch)
-            policy_inputs.check_answer(result, self.source)
-            return result
-        rows = policy_inputs.batch_rows(batch)
-        result = self._outputs(batch, self._memory.take(rows))
-        policy_inputs.check_answer(result, self.source)  # before the states are kept: a refused call changes none
-        self._memory.keep(np.asarray(result["state"]))
-        return result
+    def _answer(self, batch, state: np.ndarray | None) -> Mapping[str, Any]:
+        return self._outputs(batch) if state is None else self._outputs(batch, state)
 
     def _as_batch(self, obs) -> tuple[Any, bool]:
         """(the observations as a batch the signature takes, whether one observation was given)."""

@@ -10,7 +10,9 @@ import pytest
 
 import tfrl
 from tfrl.models.policy_inputs import MASK_KEY
+from tfrl.models.portable import convert
 from tfrl.run import launch
+from tfrl.run import runs as run_files
 
 ENV = "tfrl/RecallPick-v0"
 RAISE = {"illegal": "raise"}  # an illegal action anywhere (training, evaluation) fails the run
@@ -44,12 +46,13 @@ def test_a_masked_run_with_memory_trains_and_evaluates_without_an_illegal_action
         assert 0 < runs["ppo_stopped_at"] < 2048 and {"kind": "resume", "env_step": runs["ppo_stopped_at"]} in records
 
 
-@pytest.mark.parametrize("agent", ["ppo", "a2c"])
-def test_the_stateful_export_never_answers_with_an_illegal_action(runs, agent):
+@pytest.mark.parametrize("agent, file", [("ppo", None), ("a2c", None), ("ppo", "policy.tflite"),
+                                         ("ppo", "policy.onnx")])
+def test_the_stateful_export_never_answers_with_an_illegal_action(runs, agent, file, tmp_path_factory):
     # 50 episodes side by side, 20 steps each: random cues on each first step, then random masks (at least one
     # legal action, often one alone); the policy carries each row's state from call to call.
     rng = np.random.default_rng(7)
-    policy = tfrl.load_policy(runs[agent].saved_model)
+    policy = tfrl.load_policy(runs[agent].saved_model if file is None else _portable(runs, tmp_path_factory) / file)
     assert policy.state_size == 2 * 2 * 16  # h and c of the policy's and the value's LSTM
     rows, checked = 50, 0
     for step in range(20):
@@ -65,6 +68,17 @@ def test_the_stateful_export_never_answers_with_an_illegal_action(runs, agent):
     # A mask that allows nothing gets no action, state or not.
     with pytest.raises(ValueError, match="no legal action|allows no"):
         policy({"cue": np.zeros((1, 4), np.float32), MASK_KEY: np.zeros((1, 4), np.int8)})
+
+
+def _portable(runs, tmp_path_factory):
+    """The PPO run's LiteRT and ONNX files (exported once), their parity checked along episodes of the env."""
+    if "portable" not in runs:
+        def finisher(env):
+            return convert.finisher(("litert", "onnx"), "none", env, num_observations=200)
+
+        runs["portable"] = run_files.export_run(runs["ppo"].run_dir, tmp_path_factory.mktemp("portable"), "recall",
+                                                finisher=finisher)
+    return runs["portable"]
 
 
 @pytest.mark.slow

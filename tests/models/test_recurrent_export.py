@@ -1,6 +1,6 @@
 """A policy with memory outside training: the stateful export, tfrl-serve with the state carried by the client,
-tfrl.load_policy's kept and explicit state, evaluate, resume, and what is refused. One short PPO run and one A2C
-run train once in this process (module fixture)."""
+tfrl.load_policy's kept and explicit state, evaluate, resume, the LiteRT and ONNX files carrying the state, and
+what is refused. One short PPO run and one A2C run train once in this process (module fixture)."""
 
 import json
 import pathlib
@@ -14,8 +14,10 @@ import tfrl
 from tfrl.agents.actor_critic import recurrent
 from tfrl.errors import UsageError
 from tfrl.model_server.options import ServerOptions
-from tfrl.models import serving
-from tfrl.run import runs
+from tfrl import envs
+from tfrl.models import export, serving
+from tfrl.models.portable import convert, parity, runtime
+from tfrl.run import evaluation, runs
 
 from serving_helpers import Client, running_server
 
@@ -145,11 +147,87 @@ def test_a_recurrent_run_continues_with_a_longer_budget(trained):
     assert any(r.get("kind") == "final_eval" and r["env_step"] == 1536 for r in records)
 
 
-def test_litert_and_onnx_exports_of_a_policy_with_memory_are_refused_before_anything_is_written(trained, tmp_path):
-    result = subprocess.run([sys.executable, "-m", "tfrl", "export", f"--run_dir={trained['a2c'].run_dir}",
-                             f"--base_path={tmp_path}", "--model_name=x", "--format=saved_model,litert"],
-                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1].startswith("tfrl export: error: the LiteRT and ONNX exports do not "
-                                                             "carry a policy's memory")
-    assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())
+def _portable_export(run_dir, base, num_observations=300):
+    def finisher(env):
+        return convert.finisher(("litert", "onnx"), "none", env, num_observations=num_observations)
+
+    return runs.export_run(run_dir, base, "novel", finisher=finisher)
+
+
+def test_litert_and_onnx_carry_the_memory_along_whole_episodes(trained, tmp_path):
+    """Both files take and return the state; their parity was checked along episodes, each side carrying its own
+    state; loaded, they keep a state per row and play whole episodes as the SavedModel does."""
+    version = _portable_export(trained["ppo"].run_dir, tmp_path)  # normalization inside, the best policy
+    portable = export.read_metadata(version)["portable"]
+    reference = serving.load(version)
+    for fmt, output in (("litert", "state"), ("onnx", "next_state")):
+        assert portable[fmt]["parity"]["passed"] and portable[fmt]["parity"]["observations"] == 300, portable[fmt]
+        assert portable[fmt]["parity"]["max_error"]["state"] <= 1e-4
+        assert portable[fmt]["memory"] == {"state_size": STATE_SIZE, "input": "state", "output": output,
+                                           "start": "zeros"}
+    recording = parity.recorded_episodes(reference, envs.as_spec(ENV), 240, seed=5)
+    assert sum(starts.sum() for starts in recording.starts[1:]) > 0  # episodes ended inside: states were zeroed
+    want = parity.outputs_along(reference, recording)
+    for file in ("policy.tflite", "policy.onnx"):
+        policy = tfrl.load_policy(version / file)
+        assert policy.state_size == STATE_SIZE and [f.key for f in policy.fields] == ["observation"]
+        got = parity.outputs_along(policy, recording)
+        np.testing.assert_array_equal(got["action"], want["action"])
+        np.testing.assert_allclose(got["state"], want["state"], rtol=1e-4, atol=1e-5)
+        # Whole episodes with the kept state, reset where each row's episode ends: the SavedModel's returns.
+        np.testing.assert_array_equal(evaluation.evaluate(policy, ENV, 6, seed=11, num_envs=3),
+                                      evaluation.evaluate(tfrl.load_policy(version), ENV, 6, seed=11, num_envs=3))
+        action, state = policy.step(np.zeros(2, np.float32), np.zeros(STATE_SIZE, np.float32))
+        assert np.ndim(action) == 0 and state.shape == (STATE_SIZE,)
+        with pytest.raises(UsageError, match=f"takes a state of shape \\[3, {STATE_SIZE}\\] for 3 observations"):
+            policy.step(np.zeros((3, 2), np.float32), np.zeros((3, 5), np.float32))
+        with pytest.raises(UsageError, match="the state holds NaN or Inf"):
+            policy.outputs(np.zeros((1, 2), np.float32), np.full((1, STATE_SIZE), np.inf, np.float32))
+        policy(np.zeros((3, 2), np.float32))
+        with pytest.raises(UsageError, match="memory of 3 episodes and was given a batch of 1"):
+            policy(np.zeros(2, np.float32))
+
+
+def test_a_file_that_forgets_its_state_fails_the_parity_check_and_nothing_is_written(trained, tmp_path, monkeypatch):
+    """Each step alone may agree; carried along episodes, a file fed zeros for its state differs."""
+    forget = runtime.PortablePolicy._answer
+    monkeypatch.setattr(runtime.PortablePolicy, "_answer",
+                        lambda self, batch, state: forget(self, batch, None if state is None else 0 * state))
+    with pytest.raises(UsageError, match=r"--format=litert: the converted policy differs from the SavedModel "
+                                         r"\(.*state off by .*nothing was written"):
+        _portable_export(trained["a2c"].run_dir, tmp_path, num_observations=64)
+    assert export.version_numbers(tmp_path / "novel") == []
+
+
+# TensorFlow, Keras, gymnasium and absl hidden: the files of a policy with memory play along carried states.
+_TF_FREE = """
+import json, sys
+for name in ("tensorflow", "keras", "gymnasium", "absl", "tf2onnx"):
+    sys.modules[name] = None
+import numpy as np, tfrl
+observations = np.load(sys.argv[2])
+answers = {}
+for file in ("policy.tflite", "policy.onnx"):
+    policy = tfrl.load_policy(sys.argv[1] + "/" + file)
+    answers[file] = [policy(obs).tolist() for obs in observations]
+    policy.reset([True, False, False])
+    answers[file].append(policy(observations[0]).tolist())
+loaded = sorted({m.split(".")[0] for m, v in sys.modules.items() if v is not None})
+print(json.dumps({"answers": answers, "loaded": loaded}))
+"""
+
+
+def test_the_files_of_a_policy_with_memory_answer_without_tensorflow(trained, tmp_path):
+    version = _portable_export(trained["a2c"].run_dir, tmp_path, num_observations=64)
+    observations = _observations(10, seed=2)
+    np.save(tmp_path / "observations.npy", observations)
+    completed = subprocess.run([sys.executable, "-c", _TF_FREE, str(version), str(tmp_path / "observations.npy")],
+                               capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert not {"tensorflow", "keras", "gymnasium", "absl"} & set(result["loaded"]), result["loaded"]
+    reference = tfrl.load_policy(version)
+    want = [reference(obs).tolist() for obs in observations]
+    reference.reset([True, False, False])  # row 0 starts again; rows 1 and 2 go on
+    want.append(reference(observations[0]).tolist())
+    assert result["answers"]["policy.tflite"] == want and result["answers"]["policy.onnx"] == want

@@ -10,11 +10,12 @@ policy has it; a policy without memory has no reset() and needs none.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from tfrl.errors import UsageError
+from tfrl.models import policy_inputs
 from tfrl.models.policy_inputs import batch_rows
 
 
@@ -67,6 +68,86 @@ class StatefulPolicy:
 
     def reset(self, done=None) -> None:
         self.memory.reset(done)
+
+
+class RememberingPolicy:
+    """What tfrl.Policy and the portable (LiteRT, ONNX) policy share: policy(obs) -> actions, outputs(obs), and for a
+    policy with memory (state_size > 0) the kept state per row, reset(done) and the explicit step(obs, state).
+
+    A subclass sets `source` (its name in errors) and `memory` (a PolicyMemory), and defines _as_batch(obs) ->
+    (batch, one observation given) and _answer(batch, state or None) -> {output: array}, "state" among them for
+    a policy with memory."""
+
+    source: str
+    memory: PolicyMemory
+
+    def _as_batch(self, obs) -> tuple[Any, bool]:
+        raise NotImplementedError
+
+    def _answer(self, batch, state: np.ndarray | None) -> Mapping[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def state_size(self) -> int:
+        """Floats of one episode's memory, 0 for a policy without."""
+        return self.memory.state_size
+
+    def reset(self, done=None) -> None:
+        """Forget the episodes of the rows where done [N] is true (all of them if done is None)."""
+        self.memory.reset(done)
+
+    def __call__(self, obs) -> np.ndarray:
+        batch, single = self._as_batch(obs)
+        actions = np.asarray(self._kept_call(batch)["action"])
+        return actions[0] if single else actions
+
+    def outputs(self, obs, state=None) -> dict[str, np.ndarray]:
+        """Every output for a batch of obs; a policy with memory steps its kept states (as __call__ does), or with
+        `state` [N, S] given, starts from it and keeps nothing (the next state is output "state")."""
+        batch, _ = self._as_batch(obs)
+        if state is not None:
+            return self._explicit_call(batch, state, single=False)
+        return {name: np.asarray(value) for name, value in self._kept_call(batch).items()}
+
+    def step(self, obs, state) -> tuple[np.ndarray, np.ndarray]:
+        """A policy with memory, explicitly: (actions, next state [N, S]) for observations and their episodes'
+        states [N, S] (zeros at an episode's first step)."""
+        batch, single = self._as_batch(obs)
+        result = self._explicit_call(batch, state, single)
+        actions, next_state = result["action"], result[policy_inputs.STATE_NAME]
+        return (actions[0], next_state[0]) if single else (actions, next_state)
+
+    def _kept_call(self, batch) -> Mapping[str, Any]:
+        if not self.state_size:
+            result = self._answer(batch, None)
+            policy_inputs.check_answer(result, self.source)
+            return result
+        result = self._answer(batch, self.memory.take(batch_rows(batch)))
+        policy_inputs.check_answer(result, self.source)  # before the states are kept: a refused call changes none
+        self.memory.keep(np.asarray(result[policy_inputs.STATE_NAME]))
+        return result
+
+    def _explicit_call(self, batch, state, single: bool) -> dict[str, np.ndarray]:
+        if not self.state_size:
+            raise UsageError(f"{self.source} has no memory: call policy(obs)")
+        state = self._checked_state(state, batch_rows(batch), single)
+        result = self._answer(batch, state.reshape(-1, self.state_size))
+        policy_inputs.check_answer(result, self.source)
+        return {name: np.asarray(value) for name, value in result.items()}
+
+    def _checked_state(self, state, rows: int, single: bool) -> np.ndarray:
+        try:
+            state = np.asarray(state, np.float32)
+        except (ValueError, TypeError):
+            raise UsageError(f"{self.source} takes a state of numbers (float32), got {type(state).__name__} "
+                             f"{str(state)[:60]}") from None
+        if state.shape != ((self.state_size,) if single else (rows, self.state_size)):
+            expected = f"[{self.state_size}]" if single else f"[{rows}, {self.state_size}]"
+            raise UsageError(f"{self.source} takes a state of shape {expected} for "
+                             f"{'one observation' if single else f'{rows} observations'}, got {list(state.shape)}")
+        if not np.all(np.isfinite(state)):
+            raise UsageError(f"{self.source}: the state holds NaN or Inf (start an episode with zeros)")
+        return state
 
 
 def reset_episodes(policy, done=None) -> None:

@@ -425,9 +425,6 @@ def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
         "tfrl_version": tfrl.__version__,
     }
     finish = None
-    if finisher is not None and state_size:
-        raise UsageError("the LiteRT and ONNX exports do not carry a policy's memory (lstm_units) yet: export the "
-                         "SavedModel alone (--format=saved_model), which takes and returns the state")
     if finisher is not None:  # it plays the env: an id the run can make again
         finish = finisher(envs.as_spec(loaded.run_config.env_id, loaded.run_config.env_kwargs))
     return export.export_saved_model(loaded.policy, observations, base_path, model_name, metadata, finish)

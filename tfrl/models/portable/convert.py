@@ -4,7 +4,8 @@ The files go into the version directory beside the SavedModel (TF Serving ignore
 export's hidden temporary directory: a version holds every asked-for format, each past its parity check, or
 is not written at all. LiteRT: TensorFlow's converter, built-in ops only (the ai-edge-litert runtime has no
 TensorFlow ops), float32 weights or, with `quantize`, float16 weights or dynamic-range int8 weights. ONNX:
-tf2onnx, opset 17. Observation normalization and image scaling are inside the graph, as in the SavedModel.
+tf2onnx, opset 17. Observation normalization and image scaling are inside the graph, as in the SavedModel;
+so is a policy's memory (its state an input and an output, checked along whole episodes).
 """
 
 from __future__ import annotations
@@ -32,21 +33,29 @@ def finisher(formats: Sequence[str], quantize: str, env: envs.EnvSpec, allow_mis
 
     def finish(version_dir: pathlib.Path) -> dict:
         reference = serving.load(version_dir)
-        batch = parity.recorded_observations(reference, env, num_observations, seed)
+        recording = parity.recorded_episodes(reference, env, num_observations, seed)
         entries = {}
         for name in formats:
             path = version_dir / FILES[name]
             path.write_bytes(convert(version_dir, name, quantize if name == "litert" else "none"))
-            report = parity.compare(reference, runtime.load(path), batch, name,
+            report = parity.compare(reference, runtime.load(path), recording, name,
                                     quantize if name == "litert" else "none")
             if not report["passed"] and not allow_mismatch:
                 raise UsageError(f"--format={name}: the converted policy differs from the SavedModel "
                                  f"({report['summary']}); nothing was written (--allow_mismatch keeps it)")
             entries[name] = {"file": FILES[name], "quantize": quantize if name == "litert" else "none",
-                             "parity": report}
+                             "parity": report, **_memory_entry(name, reference.state_size)}
         return {"portable": entries}
 
     return finish
+
+
+def _memory_entry(name: str, state_size: int) -> dict:
+    """{"memory": its state's input and output names in the file} for a policy with memory."""
+    if not state_size:
+        return {}
+    output = runtime.ONNX_STATE_OUTPUT if name == "onnx" else runtime.STATE
+    return {"memory": {"state_size": state_size, "input": runtime.STATE, "output": output, "start": "zeros"}}
 
 
 def convert(saved_model_dir: pathlib.Path, name: str, quantize: str = "none") -> bytes:
@@ -84,7 +93,10 @@ def _to_onnx(saved_model_dir: pathlib.Path) -> bytes:
 
     @tf.function(input_signature=[specs[name] for name in names])
     def serve(*tensors):
-        return signature(**dict(zip(names, tensors)))
+        outputs = dict(signature(**dict(zip(names, tensors))))
+        if runtime.STATE in outputs:  # an ONNX value has one name: input "state" cannot be an output too
+            outputs[runtime.ONNX_STATE_OUTPUT] = outputs.pop(runtime.STATE)
+        return outputs
 
     model, _ = tf2onnx.convert.from_function(serve, input_signature=[specs[name] for name in names],
                                              opset=ONNX_OPSET)

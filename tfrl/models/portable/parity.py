@@ -3,7 +3,10 @@ output.
 
 Observations come from playing the env: the SavedModel's greedy action, or with probability RANDOM_SHARE a random
 (legal) one, over several episodes, so that the states are the ones a deployed policy meets, action masks
-included, rather than samples of an observation space whose bounds may be infinite.
+included, rather than samples of an observation space whose bounds may be infinite. A policy with memory is
+compared along those episodes: each side carries its own state from step to step (zeros where an episode
+starts), so a converted file whose state drifts fails however close a single step is, and the state is an output
+compared as the others.
 
 Per format and quantization (TOLERANCES): every float output (Q-values, logits, values, means, continuous actions)
 must stay within `error` of the SavedModel's, relative to the larger of 1 and that output's largest magnitude over
@@ -14,12 +17,16 @@ the others, an output within its tolerance may pick either), and be legal where 
 
 from __future__ import annotations
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 
 from tfrl import envs
 from tfrl.envs import observations
 from tfrl.models import serving
+from tfrl.models.policy_inputs import STATE_NAME
+from tfrl.models.policy_memory import reset_episodes
 
 RANDOM_SHARE = 0.25
 # (format, quantization) -> (least share of agreeing discrete actions, largest relative error of a float output)
@@ -27,24 +34,71 @@ TOLERANCES = {("onnx", "none"): (0.99, 1e-4), ("litert", "none"): (0.99, 1e-4),
               ("litert", "float16"): (0.97, 1e-2), ("litert", "int8"): (0.90, 5e-2)}
 
 
+@dataclasses.dataclass(frozen=True)
+class Recording:
+    """Observations met playing an env: one batch per vector step (a row per sub-env), and per step the rows whose
+    episodes start there (a policy with memory starts them from zeros)."""
+
+    steps: list
+    starts: list
+
+    @property
+    def batch(self) -> np.ndarray:
+        return np.concatenate(self.steps)
+
+    @classmethod
+    def unordered(cls, batch: np.ndarray) -> "Recording":
+        """A batch of observations of no episode: one step whose rows all start one."""
+        return cls([batch], [np.ones(len(batch), bool)])
+
+
 def recorded_observations(reference: serving.SavedModelPolicy, env: envs.EnvSpec, count: int,
                           seed: int) -> np.ndarray:
     """`count` observations (a batch as the policy takes it) met playing `env` with the reference policy."""
+    return recorded_episodes(reference, env, count, seed).batch
+
+
+def recorded_episodes(reference: serving.SavedModelPolicy, env: envs.EnvSpec, count: int, seed: int) -> Recording:
+    """`count` observations met playing `env` with the reference policy, in their steps (the last one cut short)."""
     vector_env = envs.make_vector_env(env, min(8, count), seed=seed)
     rng = np.random.default_rng(seed)
+    reset_episodes(reference.policy)
     try:
-        batch, rows = vector_env.first_obs, []
-        while sum(len(b) for b in rows) < count:
-            rows.append(batch)
+        batch = vector_env.first_obs
+        starts = np.ones(len(batch), bool)
+        recording = Recording([], [])
+        while sum(len(b) for b in recording.steps) < count:
+            recording.steps.append(batch)
+            recording.starts.append(starts)
             actions = reference.policy(batch)
             explore = rng.random(len(batch)) < RANDOM_SHARE
             if explore.any():
                 actions = _with_random(actions, explore, batch, vector_env.single_action_space, rng)
-            raw, *_ = vector_env.step(actions)
+            raw, _, terminated, truncated, _ = vector_env.step(actions)
+            starts = np.asarray(terminated | truncated, bool)
+            reset_episodes(reference.policy, starts)
             batch = observations.to_batch(vector_env.obs_spec, raw)
-        return np.concatenate(rows)[:count]
+        extra = sum(len(b) for b in recording.steps) - count
+        if extra:  # rows are sub-envs: the first rows of the last step go on their episodes
+            recording.steps[-1], recording.starts[-1] = recording.steps[-1][:-extra], recording.starts[-1][:-extra]
+        return recording
     finally:
         vector_env.close()
+
+
+def outputs_along(policy, recording: Recording) -> dict[str, np.ndarray]:
+    """policy.outputs over the recording's observations; a policy with memory steps through it carrying its own
+    state (outputs(batch, state), zeros where an episode starts)."""
+    state_size = getattr(policy, "state_size", 0)
+    if not state_size:
+        return policy.outputs(recording.batch)
+    state, answers = np.zeros((len(recording.steps[0]), state_size), np.float32), []
+    for batch, starts in zip(recording.steps, recording.starts):
+        state = np.where(starts[:, None], np.float32(0), state[:len(starts)]).astype(np.float32)
+        answer = policy.outputs(batch, state)
+        state = np.asarray(answer[STATE_NAME])
+        answers.append(answer)
+    return {name: np.concatenate([np.asarray(answer[name]) for answer in answers]) for name in answers[0]}
 
 
 def _with_random(actions: np.ndarray, explore: np.ndarray, batch: np.ndarray, space: gym.Space,
@@ -59,7 +113,8 @@ def _with_random(actions: np.ndarray, explore: np.ndarray, batch: np.ndarray, sp
     return actions
 
 
-def compare(reference: serving.SavedModelPolicy, converted, batch: np.ndarray, fmt: str, quantize: str) -> dict:
+def compare(reference: serving.SavedModelPolicy, converted, recorded: Recording | np.ndarray, fmt: str,
+            quantize: str) -> dict:
     """{"passed", "observations", "action_agreement" (discrete, every row) and "action_agreement_uncontested",
     "max_error" per float output, "contested_rows", "tolerance", "summary"}.
 
@@ -67,9 +122,11 @@ def compare(reference: serving.SavedModelPolicy, converted, batch: np.ndarray, f
     differ by at most twice that error may swap places in the converted policy: such rows are contested, and the
     actions' agreement that passes or fails the check is counted on the other rows (none left: the float errors
     decide alone). Outputs per action are compared on the legal actions (a mask's illegal logits are -1e8, and
-    would set the scale)."""
+    would set the scale). `recorded`: a Recording (a policy with memory steps along its episodes) or a batch."""
     agreement_needed, error_allowed = TOLERANCES[(fmt, quantize)]
-    want, got = reference.outputs(batch), converted.outputs(batch)
+    recording = recorded if isinstance(recorded, Recording) else Recording.unordered(recorded)
+    batch = recording.batch
+    want, got = outputs_along(reference, recording), outputs_along(converted, recording)
     legal = observations.legal_actions(batch)
     contested = _contested_rows(want, legal, error_allowed)
     report = {"observations": int(len(batch)), "tolerance": {"agreement": agreement_needed, "error": error_allowed},

@@ -8,6 +8,10 @@ The file holds the export's `serving_default`: the same named inputs (one "obser
 "." written "_", the action mask included) and outputs. Beside a SavedModel, the version's
 assets.extra/tfrl_metadata.json names the Dict keys; a file copied alone is read from its own inputs.
 Each model runs on `threads` CPU threads (1 by default: a small MLP answers fastest on one).
+
+A policy with memory (lstm_units) takes "state" float32 [N, S] and returns the next one, as the SavedModel does
+(in the ONNX file the output is "next_state": an ONNX graph's values have one name each); the loaded policy keeps
+one state per row, as tfrl.load_policy's does (policy.reset(done), policy.step(obs, state): the same methods).
 """
 
 from __future__ import annotations
@@ -16,17 +20,20 @@ import importlib
 import json
 import pathlib
 import warnings
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from tfrl.errors import UsageError
 from tfrl.models import env_space, policy_inputs
+from tfrl.models.policy_memory import PolicyMemory, RememberingPolicy
 
 FORMATS = {".tflite": "litert", ".onnx": "onnx"}
 EXTRAS = {"litert": ("ai_edge_litert", "tfrl[litert]"), "onnx": ("onnxruntime", "tfrl[onnx]")}
 SIGNATURE = "serving_default"  # tfrl.models.export.SIGNATURE, without importing TensorFlow
 FLAT_INPUT = policy_inputs.FLAT_KEY  # tfrl.models.export.INPUT_NAME
+STATE = policy_inputs.STATE_NAME
+ONNX_STATE_OUTPUT = "next_state"  # the ONNX file's name of output "state" (its input has that name)
 _ONNX_TYPES = {f"tensor({onnx})": numpy for onnx, numpy in (
     ("float", "float32"), ("double", "float64"), ("float16", "float16"), ("bool", "bool"), ("uint8", "uint8"),
     ("uint16", "uint16"), ("uint32", "uint32"), ("uint64", "uint64"), ("int8", "int8"), ("int16", "int16"),
@@ -37,36 +44,28 @@ def is_portable(path: str | pathlib.Path) -> bool:
     return pathlib.Path(path).suffix in FORMATS
 
 
-class PortablePolicy:
-    """A greedy policy in a LiteRT or ONNX file: policy(obs) -> actions, for one observation or a batch."""
+class PortablePolicy(RememberingPolicy):
+    """A greedy policy in a LiteRT or ONNX file: policy(obs) -> actions, for one observation or a batch; with
+    memory, the state kept per row (tfrl.models.policy_memory.RememberingPolicy)."""
 
     def __init__(self, path: pathlib.Path, run: Callable[[Mapping[str, np.ndarray]], dict],
-                 inputs: dict[str, policy_inputs.Field], metadata: dict | None, allow_non_finite: bool = False):
+                 inputs: dict[str, policy_inputs.Field], metadata: dict | None, allow_non_finite: bool = False,
+                 state_size: int = 0):
         self.path, self.format, self.metadata = path, FORMATS[path.suffix], metadata
         self.allow_non_finite = allow_non_finite  # NaN, Inf and numbers beyond float32 in observations: refused
         self.source = str(path)
         self._run = run
-        self._inputs = inputs  # input name -> its field (key: the Dict key, or "observation")
+        self._inputs = inputs  # input name -> its field (key: the Dict key, or "observation"); not the state
         self.structured = _structured(inputs, metadata)
         self._own_space = env_space.parse(((metadata or {}).get("observation") or {}).get("env_space"), self.source)
+        self.memory = PolicyMemory(state_size)
 
     @property
     def fields(self) -> tuple[policy_inputs.Field, ...]:
         return tuple(self._inputs.values())
 
-    def outputs(self, obs) -> dict[str, np.ndarray]:
-        batch, _ = self._as_batch(obs)
-        return self._checked_run(batch)
-
-    def __call__(self, obs) -> np.ndarray:
-        batch, single = self._as_batch(obs)
-        actions = self._checked_run(batch)["action"]
-        return actions[0] if single else actions
-
-    def _checked_run(self, batch) -> dict[str, np.ndarray]:
-        result = self._run(self._feed(batch))
-        policy_inputs.check_answer(result, self.source)
-        return result
+    def _answer(self, batch, state: np.ndarray | None) -> dict[str, np.ndarray]:
+        return self._run({**self._feed(batch), **({STATE: state} if state is not None else {})})
 
     def _as_batch(self, obs) -> tuple[Any, bool]:
         """(the observations as a batch the file takes, the env's own converted (tfrl.models.env_space); whether one
@@ -80,7 +79,8 @@ class PortablePolicy:
         return {name: batch[field.key] for name, field in self._inputs.items()}
 
     def __repr__(self) -> str:
-        return f"PortablePolicy({self.source}, {self.format}, inputs={ {f.key: f.shape for f in self.fields} })"
+        memory = f", state_size={self.state_size}" if self.state_size else ""
+        return f"PortablePolicy({self.source}, {self.format}, inputs={ {f.key: f.shape for f in self.fields} }{memory})"
 
 
 def load(path: str | pathlib.Path, threads: int = 1, allow_non_finite: bool = False) -> PortablePolicy:
@@ -96,14 +96,26 @@ def load(path: str | pathlib.Path, threads: int = 1, allow_non_finite: bool = Fa
     module = _runtime(FORMATS[path.suffix], path)
     opener = _open_litert if FORMATS[path.suffix] == "litert" else _open_onnx
     try:
-        run, specs = opener(module, path, threads)
+        run, specs, outputs = opener(module, path, threads)
     except Exception as e:  # noqa: BLE001 - a truncated or foreign file: each runtime raises its own kind
         reason = (str(e) or type(e).__name__).strip().splitlines()[0]
         raise UsageError(f"{path}: cannot load it as {FORMATS[path.suffix]}, is it truncated or damaged? "
                          f"({reason})") from None
-    metadata = _metadata(path)
-    metadata = _agreeing_metadata(path, specs, metadata)
-    return PortablePolicy(path, run, _fields(specs, metadata), metadata, allow_non_finite)
+    state_size = _state_size(path, specs, outputs)
+    specs = {name: spec for name, spec in specs.items() if not (state_size and name == STATE)}
+    metadata = _agreeing_metadata(path, specs, _metadata(path))
+    return PortablePolicy(path, run, _fields(specs, metadata), metadata, allow_non_finite, state_size)
+
+
+def _state_size(path: pathlib.Path, specs: Mapping[str, tuple], outputs: Sequence[str]) -> int:
+    """S of a policy with memory (input "state" float32 [N, S], also an output), 0 for one without."""
+    if STATE not in specs or STATE not in outputs:
+        return 0
+    shape, dtype = specs[STATE]
+    if dtype != "float32" or len(shape) != 1 or shape[0] < 1:
+        raise UsageError(f"{path}: input {STATE!r} is {dtype} {[None, *shape]}, where a policy with memory takes "
+                         f"float32 [None, S]")
+    return int(shape[0])
 
 
 def _runtime(fmt: str, path: pathlib.Path):
@@ -123,7 +135,7 @@ def _open_litert(module, path: pathlib.Path, threads: int):
     runner = interpreter.get_signature_runner(SIGNATURE)
     specs = {name: (tuple(int(d) for d in detail["shape"][1:]), np.dtype(detail["dtype"]).name)
              for name, detail in runner.get_input_details().items()}
-    return (lambda feed: dict(runner(**feed))), specs
+    return (lambda feed: dict(runner(**feed))), specs, tuple(runner.get_output_details())
 
 
 def _open_onnx(module, path: pathlib.Path, threads: int):
@@ -132,12 +144,13 @@ def _open_onnx(module, path: pathlib.Path, threads: int):
     options.log_severity_level = 3  # errors only: its warnings go to stderr, not to the caller
     session = module.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     names = [output.name for output in session.get_outputs()]
+    keys = [STATE if name == ONNX_STATE_OUTPUT else name for name in names]
     unknown = [f"{item.name} ({item.type})" for item in session.get_inputs() if item.type not in _ONNX_TYPES]
     if unknown:
         raise ValueError(f"inputs of types tfrl does not feed: {', '.join(unknown)}")
     specs = {item.name: (tuple(int(d) for d in item.shape[1:]), _ONNX_TYPES[item.type])
              for item in session.get_inputs()}
-    return (lambda feed: dict(zip(names, session.run(names, feed)))), specs
+    return (lambda feed: dict(zip(keys, session.run(names, feed)))), specs, tuple(keys)
 
 
 def _metadata(path: pathlib.Path) -> dict | None:
