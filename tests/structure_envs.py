@@ -137,6 +137,57 @@ class ChangingKeys(gym.Env):
         return obs, 0.0, False, False, {}
 
 
+class MaskedHybrid(gym.Env):
+    """Tuple actions (Discrete(4) and a Box(-1, 1, (2,)) aim) with an action mask over the Discrete part: each
+    step 1 or 2 random values are legal; reward 1 for a legal pick minus |aim - target| / 2 where target is the
+    observation's "target" (the mask's values have no entries for the Box part); an illegal pick raises. 8 steps."""
+
+    observation_space = gym.spaces.Dict({"target": gym.spaces.Box(-0.5, 0.5, (2,)),
+                                         "action_mask": gym.spaces.Box(0, 1, (4,), np.int8)})
+    action_space = gym.spaces.Tuple((gym.spaces.Discrete(4), gym.spaces.Box(-1.0, 1.0, (2,), np.float32)))
+
+    def __init__(self, mask_size: int = 4):
+        self._mask_size = mask_size  # another size: a mask that does not fit the discrete part
+        self.observation_space = gym.spaces.Dict({"target": gym.spaces.Box(-0.5, 0.5, (2,)),
+                                                  "action_mask": gym.spaces.Box(0, 1, (mask_size,), np.int8)})
+        self._mask, self._target, self._steps = np.ones(mask_size, np.int8), np.zeros(2, np.float32), 0
+
+    def _obs(self):
+        self._mask = np.zeros(self._mask_size, np.int8)
+        self._mask[self.np_random.choice(4, size=int(self.np_random.integers(1, 3)), replace=False)] = 1
+        self._target = self.np_random.uniform(-0.5, 0.5, 2).astype(np.float32)
+        return {"target": self._target.copy(), "action_mask": self._mask.copy()}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._steps = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        pick, aim = action
+        if not self._mask[int(pick)]:
+            raise ValueError(f"MaskedHybrid: illegal pick {pick} under the mask {self._mask.tolist()}")
+        reward = 1.0 - float(np.abs(np.asarray(aim) - self._target).sum()) / 2
+        self._steps += 1
+        return self._obs(), reward, False, self._steps >= 8, {}
+
+
+class ToolOnly(gym.Env):
+    """tfrl/PickAndAim-v0's observations with a Dict action of its "tool" part only (no "aim"): one step."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (6,), np.float32)
+    action_space = gym.spaces.Dict({"tool": gym.spaces.Discrete(3)})
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(6, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(6, np.float32), 0.0, True, False, {}
+
+
+gym.register(id="MaskedHybrid-v0", entry_point=MaskedHybrid)
+gym.register(id="ToolOnly-v0", entry_point=ToolOnly)
 gym.register(id="Everything-v0", entry_point=Everything)
 gym.register(id="DictPendulum-v0", entry_point=DictPendulum)
 gym.register(id="CatchWithClock-v0", entry_point=CatchWithClock)

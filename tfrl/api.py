@@ -201,6 +201,9 @@ class Policy(RememberingPolicy):
     MultiDiscrete integers, Tuples, nested Dicts: tfrl.models.env_space). outputs(obs) gives every output of the policy's serving signature ("action", and
     "q_values" for DQN or "logits" and "value" for A2C and PPO), batched.
 
+    For a hybrid (Dict or Tuple) action space, policy(obs) gives what the env's step takes: {key: part} (a tuple),
+    from the outputs "action.<key>"; outputs(obs)["action"] has the parts side by side as float32.
+
     A policy with memory (lstm_units; state_size > 0) keeps one state per row of the batch: each call continues
     the episodes of the previous call's rows, and reset(done) forgets the rows whose episodes ended (reset():
     all). step(obs, state) -> (actions, next state) takes and returns the state instead, keeping none.
@@ -208,8 +211,10 @@ class Policy(RememberingPolicy):
 
     def __init__(self, outputs: Callable[..., Mapping[str, Any]], observations: ObsSpec, source: str,
                  metadata: Mapping[str, Any] | None = None, keep_alive: Any = None, state_size: int = 0,
-                 own_space: str | Mapping[str, Any] | None = None, allow_non_finite: bool = False):
+                 own_space: str | Mapping[str, Any] | None = None, allow_non_finite: bool = False,
+                 action_container: str | None = None):
         self._outputs = outputs
+        self.action_container = action_container
         self.allow_non_finite = allow_non_finite  # NaN, Inf and numbers beyond float32 in observations: refused
         self.observations = observations
         self.source = source
@@ -262,7 +267,8 @@ def load_policy(path: str | os.PathLike, checkpoint: int | str | None = None, be
         traced = serving.traced_outputs(loaded.policy, loaded.env.observations)
         source = f"{path} ({'best policy' if loaded.best else f'checkpoint {loaded.checkpoint}'})"
         return Policy(traced, loaded.env.observations, source=source, state_size=loaded.policy.state_size,
-                      own_space=loaded.env.env_space, allow_non_finite=allow_non_finite)
+                      own_space=loaded.env.env_space, allow_non_finite=allow_non_finite,
+                      action_container=loaded.policy.action_container or None)
     if checkpoint is not None or best:
         raise UsageError(f"{path} is not a run directory: checkpoint and best apply to run directories only")
     versions = export.version_numbers(path)

@@ -130,8 +130,8 @@ def test_the_continuous_actors_and_critics_take_the_torch_init():
 
 def test_actor_critic_layer_init_and_log_std_init():
     keras.utils.set_random_seed(0)
-    orthogonal = actor_critic_network((4,), 4, (64, 64), "relu", gaussian=True)
-    torch_like = actor_critic_network((4,), 4, (64, 64), "relu", gaussian=True, layer_init="torch",
+    orthogonal = actor_critic_network((4,), 4, (64, 64), "relu", log_std_size=2)
+    torch_like = actor_critic_network((4,), 4, (64, 64), "relu", log_std_size=2, layer_init="torch",
                                                log_std_init=-2.0)
     # orthogonal (SB3's ortho_init): W^T W = gain^2 I for a kernel with more rows than columns, zero biases
     for layer, gain in [("policy_torso_1", np.sqrt(2.0)), ("value_torso_1", np.sqrt(2.0)), ("policy_head", 0.01)]:

@@ -61,7 +61,7 @@ def _lstm_by_hand(weights, x, h, c):
     (False, False, (), (5, 4)), (True, True, (5,), (4,))])  # the LSTM first, as sb3-contrib; layers on both sides
 def test_the_numpy_step_equals_the_keras_step_network(shared_torso, gaussian, hidden, post):
     model = recurrent.recurrent_actor_critic_network(ObsSpec.flat((3,), "float32"), 4, hidden, lstm_units=6,
-                                                     shared_torso=shared_torso, gaussian=gaussian,
+                                                     shared_torso=shared_torso, log_std_size=2 if gaussian else 0,
                                                      post_lstm_sizes=post)
     posts = [layer.name for layer in model.layers if "_post_" in layer.name]
     assert len(posts) == len(post) * (1 if shared_torso else 2)

@@ -12,10 +12,10 @@ from gymnasium.utils.env_checker import check_env
 
 from tfrl import envs
 from tfrl.envs import example_envs
-from tfrl.envs.example_envs import GoalGrid, GoalPoint, MaskedPick, MultiKnob, RecallPick, Switches
+from tfrl.envs.example_envs import GoalGrid, GoalPoint, MaskedPick, MultiKnob, PickAndAim, RecallPick, Switches
 
 IDS = ["tfrl/GoalGrid-v0", "tfrl/GoalPoint-v0", "tfrl/MaskedPick-v0", "tfrl/MultiKnob-v0", "tfrl/Switches-v0",
-       "tfrl/RecallPick-v0"]
+       "tfrl/RecallPick-v0", "tfrl/PickAndAim-v0"]
 
 
 def run_episode(env, policy, seed):
@@ -71,17 +71,26 @@ def recall_cue(obs, env):
     return cue if cue in legal else legal[0]
 
 
+def pick_and_aim(obs, env):
+    """The cued tool, aimed at its target."""
+    tool = int(np.argmax(obs[:env.unwrapped.num_tools]))
+    return {"tool": tool, "aim": obs[env.unwrapped.num_tools + tool:][:1].copy()}
+
+
 # Well above each random policy's mean return (GoalGrid about -0.46, GoalPoint -52, MaskedPick -0.9, MultiKnob
-# 5.3, Switches 10, RecallPick -0.4), well below the optimal one's (0.88, -6, 20, 20, 20, 3.5).
+# 5.3, Switches 10, RecallPick -0.4, PickAndAim about 1.5), well below the optimal one's (0.88, -6, 20, 20, 20,
+# 3.5, 10).
 RANDOM_STAYS_BELOW = {"tfrl/GoalGrid-v0": 0.0, "tfrl/GoalPoint-v0": -30.0, "tfrl/MaskedPick-v0": 2.0,
-                      "tfrl/MultiKnob-v0": 8.0, "tfrl/Switches-v0": 12.0, "tfrl/RecallPick-v0": 1.0}
+                      "tfrl/MultiKnob-v0": 8.0, "tfrl/Switches-v0": 12.0, "tfrl/RecallPick-v0": 1.0,
+                      "tfrl/PickAndAim-v0": 4.0}
 
 OPTIMAL_POLICIES = {"tfrl/GoalGrid-v0": grid_greedy, "tfrl/GoalPoint-v0": point_straight,
                     "tfrl/MaskedPick-v0": best_legal, "tfrl/MultiKnob-v0": knob_targets,
-                    "tfrl/Switches-v0": switch_pattern, "tfrl/RecallPick-v0": recall_cue}
+                    "tfrl/Switches-v0": switch_pattern, "tfrl/RecallPick-v0": recall_cue,
+                    "tfrl/PickAndAim-v0": pick_and_aim}
 
 
-@pytest.mark.parametrize("env_class", [GoalGrid, GoalPoint, MaskedPick, MultiKnob, Switches, RecallPick])
+@pytest.mark.parametrize("env_class", [GoalGrid, GoalPoint, MaskedPick, MultiKnob, Switches, RecallPick, PickAndAim])
 def test_env_checker_passes(env_class):
     env = env_class()
     check_env(env, skip_render_check=True)  # raises on a broken API
@@ -337,3 +346,23 @@ def test_recall_pick_without_memory_gets_half_and_illegal_actions_end_or_raise()
     for bad in ({"num_actions": 1}, {"horizon": 1}, {"illegal": "ignore"}):
         with pytest.raises(ValueError, match="RecallPick"):
             RecallPick(**bad)
+
+
+def test_pick_and_aim_pays_the_right_tool_by_its_aim_and_refuses_what_its_space_lacks():
+    env = PickAndAim()
+    assert env.action_space == gym.spaces.Dict({"tool": gym.spaces.Discrete(3),
+                                                "aim": gym.spaces.Box(-1, 1, (1,), np.float32)})
+    obs, info = env.reset(seed=4)
+    assert obs.shape == (6,) and obs[:3].sum() == 1 and info["optimal_return"] == 10.0
+    tool = int(np.argmax(obs[:3]))
+    target = float(obs[3 + tool])
+    # Off by 0.25 with the right tool: 0.75. Any aim with another tool: 0. Off by more than 1: 0, not negative.
+    assert env.step({"tool": tool, "aim": np.float32([target + 0.25])})[1] == pytest.approx(0.75, abs=1e-6)
+    assert env.step({"tool": (tool + 1) % 3, "aim": np.float32([0.0])})[1] == 0.0
+    env.reset(seed=4)
+    assert env.step({"tool": tool, "aim": np.float32([1.0 if target < 0 else -1.0])})[1] == max(
+        0.0, 1.0 - abs((1.0 if target < 0 else -1.0) - target))
+    for bad in ({"tool": 3, "aim": np.float32([0.0])}, {"tool": 0, "aim": np.float32([1.5])},
+                {"tool": 0, "aim": np.float32([0.0, 0.0])}, {"tool": 0}, (0, np.float32([0.0]))):
+        with pytest.raises(ValueError, match="PickAndAim takes Dict"):
+            env.step(bad)

@@ -28,10 +28,10 @@ def expected_prints(block: str) -> list[str]:
 
 def test_the_section_has_examples_whose_prints_say_what_they_print():
     blocks = python_blocks()
-    assert len(blocks) == 2 and all(expected_prints(block) for block in blocks)
+    assert len(blocks) == 3 and all(expected_prints(block) for block in blocks)
 
 
-@pytest.mark.parametrize("index", [0, 1])
+@pytest.mark.parametrize("index", [0, 1, 2])
 def test_a_usage_example_runs_and_prints_what_its_comments_say(tmp_path, index):
     block = python_blocks()[index]
     env = dict(os.environ)

@@ -63,7 +63,8 @@ class RegisteredAgent:
         kind = env_info.action_kind
         if kind not in self.spec.actions:
             others = [name for name in AGENT_NAMES if kind in get(name).spec.actions]
-            space = {"continuous": "Box", "discrete": "Discrete", "multi_discrete": "MultiDiscrete"}[kind]
+            space = {"continuous": "Box", "discrete": "Discrete", "multi_discrete": "MultiDiscrete",
+                     "hybrid": f"{env_info.action_container} (hybrid)"}[kind]
             reason = f" ({self.spec.refusals[kind]})" if kind in self.spec.refusals else ""
             raise UsageError(f"--agent={self.name} acts in {' and '.join(self.spec.actions)} action spaces; "
                              f"{env_info.env_id} has {space} actions{reason}: use "

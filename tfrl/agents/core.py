@@ -96,7 +96,7 @@ class AgentSpec:
         agent     Agent(learner, config, env_info, seed), with check_runtime(config, runtime)
         policy    the module whose serving_policy(config, env_info, ...) is the exported greedy policy
     actions: the action spaces it acts in: "discrete" (Discrete), "multi_discrete" (MultiDiscrete, MultiBinary),
-      "continuous" (Box). refusals: why it does not act in one of the others, where that needs saying.
+      "continuous" (Box), "hybrid" (a Dict or Tuple of those). refusals: why it does not act in one of the others, where that needs saying.
     images: whether it takes uint8 (image) observations.
     check_observations(config, env_info): UsageError if `config` cannot take the env's observations.
     estimate_memory(config, env_info, vector_mode): {component: bytes} (tfrl.memory does the arithmetic).

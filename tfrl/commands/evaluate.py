@@ -16,6 +16,7 @@ and half the frame rate, to stay small.
 from __future__ import annotations
 
 import itertools
+import json
 import pathlib
 
 from absl import flags
@@ -86,6 +87,19 @@ def _described(observations) -> str:
     return str({field.key.replace(".", "_"): field.shape for field in observations.fields})
 
 
+def _check_actions(policy_actions: dict | None, env_actions: dict, env_name: str) -> None:
+    """UsageError where the policy answers in other actions than the env takes (a hybrid action's parts by key);
+    a SavedModel without tfrl's metadata is not checked."""
+    if policy_actions is None or policy_actions == env_actions:
+        return
+    parts = [{part["key"] for part in space.get("parts", ())} for space in (policy_actions, env_actions)]
+    if parts[0] != parts[1]:
+        raise UsageError(f"the policy answers the action parts {sorted(parts[0])}, but {env_name} takes "
+                         f"{sorted(parts[1])}: evaluate it on the env it was trained on")
+    raise UsageError(f"the policy answers {json.dumps(policy_actions)} actions, but {env_name} takes "
+                     f"{json.dumps(env_actions)}: evaluate it on the env it was trained on")
+
+
 def write_video(frames, fps: int, path: pathlib.Path) -> None:
     """Streams `frames` (RGB uint8 [H, W, 3]) into a GIF or MP4 with imageio."""
     imageio = errors.require_extra("imageio.v2", "video", "--video")
@@ -114,11 +128,13 @@ def main(argv):
         metadata = served.metadata or {}
         policy, observations = served.policy, served.observations
         env_id, env_kwargs = metadata.get("env_id"), metadata.get("env_kwargs") or {}
+        actions = metadata.get("action_space")
     else:
         loaded = runs.load_policy(pathlib.Path(FLAGS.run_dir), FLAGS.checkpoint, best=FLAGS.best)
         observations = loaded.env.observations
         policy = serving.traced_policy(loaded.policy, observations)
         env_id, env_kwargs = loaded.run_config.env_id, loaded.run_config.env_kwargs
+        actions = loaded.env.action_space_json()
         which = "the best policy" if loaded.best else f"checkpoint {loaded.checkpoint}"
         print(f"{which} of {FLAGS.run_dir} (trained {loaded.env_step} env steps)", flush=True)
     env_id = FLAGS.env or env_id
@@ -128,10 +144,12 @@ def main(argv):
         env_kwargs = {key: config_lib.parse_value(value)
                       for key, value in config_lib.parse_cli_overrides(FLAGS.env_kwargs, "--env_kwargs").items()}
     env_id = envs.as_spec(env_id, env_kwargs)
-    env_observations = runs.probe_env_info(env_id).observations
-    if _described(env_observations) != _described(observations):
+    env_info = runs.probe_env_info(env_id)
+    if _described(env_info.observations) != _described(observations):
         raise UsageError(f"the policy takes observations {_described(observations)}, but {env_id.name} gives "
-                         f"{_described(env_observations).removeprefix('of shape ')}: evaluate it on the env it was trained on")
+                         f"{_described(env_info.observations).removeprefix('of shape ')}: evaluate it on the env "
+                         "it was trained on")
+    _check_actions(actions, env_info.action_space_json(), env_id.name)
 
     returns, lengths = evaluation.evaluate_episodes(policy, env_id, FLAGS.episodes, FLAGS.seed, FLAGS.num_envs)
     print(f"{len(returns)} episodes of {env_id.name} (seed {FLAGS.seed}): "

@@ -24,7 +24,7 @@ from absl import logging
 from gymnasium.vector import AutoresetMode
 
 from tfrl.envs import atari_preprocessing, envpool_vector, example_envs, image_envs, partial_envs
-from tfrl.envs.env_info import EnvIdError, EnvInfo, env_info  # noqa: F401 - the wing's names (docstring)
+from tfrl.envs.env_info import MASK_DTYPES, EnvIdError, EnvInfo, env_info  # noqa: F401 - the wing's names (docstring)
 from tfrl.envs.observations import (CheckedDictKeys, MaskedObservation, StructuredObservation, env_space_json,
                                     masked_space, observation_spec, stored_as_given, to_batch)
 from tfrl.envs.stepping import (EnvStepError, VectorStep, VectorStepper, finished_episodes,  # noqa: F401
@@ -258,11 +258,6 @@ def _env_space(made: gym.Env) -> str:
     return env_space_json(space)
 
 
-# The dtypes an exported signature's mask input may take: the env's own, if it is one of these.
-MASK_DTYPES = ("uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "bool", "float16", "float32",
-               "float64")
-
-
 def _own_mask_dtype(made: gym.Env) -> str:
     """The dtype of the env's own action_mask entry (a Box or MultiBinary), "uint8" where it has none of its own
     (an action_masks() method) or it is not a number or bool type a signature can take."""
@@ -343,7 +338,7 @@ def make_vector_env(env: EnvSpec | str, num_envs: int, seed: int, vector_mode: s
     vector_env.env_space = _env_space(vector_env.envs[0]) if vector_mode == "sync" else ""
     vector_env.mask_dtype = _own_mask_dtype(vector_env.envs[0]) if vector_mode == "sync" else "uint8"
     try:
-        vector_env.action_nvec = env_info(vector_env, spec.name).action_nvec  # spaces tfrl can train on
+        vector_env.action_nvec = env_info(vector_env, spec.name).mask_groups  # spaces tfrl can train on
     except EnvIdError:
         vector_env.close()
         raise

@@ -1,5 +1,5 @@
-"""Small example envs for problems with structure (Dict observations, action masks, MultiDiscrete and
-MultiBinary actions), each with an optimal return known exactly, so that tests and benchmarks can compare a
+"""Small example envs for problems with structure (Dict observations, action masks, MultiDiscrete, MultiBinary
+and hybrid actions), each with an optimal return known exactly, so that tests and benchmarks can compare a
 trained agent with the best possible. Pure NumPy; all randomness comes from reset(seed=...). Every env ends its
 episodes itself (its time limit is a truncation) and puts the episode's optimal return in reset's info
 ("optimal_return").
@@ -45,6 +45,11 @@ episodes itself (its time limit is a truncation) and puts the episode's optimal 
     tfrl/Switches-v0    MultiBinary(n) actions (n=6); Box(0, 1, (n,)) observation: the target pattern. Reward: the
                         fraction of switches matching the pattern; a new pattern every step; truncated after 20
                         steps. Optimal return: 20.
+    tfrl/PickAndAim-v0  Hybrid actions: Dict({"tool": Discrete(K), "aim": Box(-1, 1, (1,))}) (K=3). Box(-1, 1,
+                        (2K,)) observation: which tool is right, one-hot, then each tool's target (uniform in
+                        [-0.8, 0.8]). Reward: 1 - |aim - the right tool's target| (at least 0) with the right tool,
+                        0 with another, so the best aim depends on the choice and the observation; new ones every
+                        step; truncated after 10 steps. Optimal return: 10.
 """
 
 from __future__ import annotations
@@ -369,8 +374,56 @@ class Switches(_TargetMatching):
         return targets.astype(np.float32)
 
 
+class PickAndAim(gym.Env):
+    """Pick the right tool and aim it at its target; see the module docstring."""
+
+    TARGET_RANGE = 0.8
+
+    def __init__(self, num_tools: int = 3, horizon: int = 10):
+        if num_tools < 2 or horizon < 1:
+            raise ValueError(f"PickAndAim needs num_tools >= 2 and horizon >= 1, got {num_tools}, {horizon}")
+        self.num_tools, self.horizon = num_tools, horizon
+        self.action_space = gym.spaces.Dict({"tool": gym.spaces.Discrete(num_tools),
+                                             "aim": gym.spaces.Box(-1.0, 1.0, (1,), np.float32)})
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (2 * num_tools,), np.float32)
+        self._right = np.zeros(1, np.int64)
+        self._targets = np.zeros((1, num_tools), np.float32)
+        self._steps = 0
+
+    def _obs(self) -> np.ndarray:
+        cue = np.zeros(self.num_tools, np.float32)
+        cue[self._right[self._steps]] = 1.0
+        return np.concatenate([cue, self._targets[self._steps]])
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._right = self.np_random.integers(0, self.num_tools, self.horizon + 1)
+        self._targets = self.np_random.uniform(-self.TARGET_RANGE, self.TARGET_RANGE,
+                                               (self.horizon + 1, self.num_tools)).astype(np.float32)
+        self._steps = 0
+        return self._obs(), {"optimal_return": float(self.horizon)}
+
+    def step(self, action):
+        tool, aim = self._checked(action)
+        right = int(self._right[self._steps])
+        reward = max(0.0, 1.0 - abs(aim - float(self._targets[self._steps, right]))) if tool == right else 0.0
+        self._steps += 1
+        return self._obs(), reward, False, self._steps >= self.horizon, {}
+
+    def _checked(self, action) -> tuple[int, float]:
+        """(tool, aim) of a {"tool", "aim"} action; ValueError for anything the action space does not hold."""
+        if not isinstance(action, dict) or set(action) != {"tool", "aim"}:
+            raise ValueError(f"PickAndAim takes {self.action_space}, got {action!r}")
+        tool = _discrete_action(action["tool"], self.num_tools)
+        aim = np.asarray(action["aim"])
+        if tool is None or aim.shape != (1,) or aim.dtype.kind != "f" or not (np.abs(aim) <= 1.0).all():
+            raise ValueError(f"PickAndAim takes {self.action_space}, got {action!r}")
+        return tool, float(aim[0])
+
+
 _ENTRY_POINTS = {"tfrl/GoalGrid-v0": GoalGrid, "tfrl/GoalPoint-v0": GoalPoint, "tfrl/MaskedPick-v0": MaskedPick,
-                 "tfrl/MultiKnob-v0": MultiKnob, "tfrl/Switches-v0": Switches, "tfrl/RecallPick-v0": RecallPick}
+                 "tfrl/MultiKnob-v0": MultiKnob, "tfrl/Switches-v0": Switches, "tfrl/RecallPick-v0": RecallPick,
+                 "tfrl/PickAndAim-v0": PickAndAim}
 
 
 def register() -> None:

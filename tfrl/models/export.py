@@ -68,6 +68,7 @@ class ServingPolicy:
     checkpoint_items: Mapping[str, Any]
     observation_normalization: keras.layers.Layer | None = None  # tracked too: `outputs` runs it before `model`
     state_size: int = 0  # a policy with memory: outputs(observation, state [B, state_size]) also returns "state"
+    action_container: str = ""  # a hybrid action's "Dict" or "Tuple": outputs returns each part as "action.<key>"
 
     @property
     def obs_dtype(self) -> tf.DType:

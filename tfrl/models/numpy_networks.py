@@ -132,7 +132,8 @@ class NumpyActorCritic:
         x = mirror.chain(self._shared, numpy_input(obs))
         policy = mirror.dense("policy_head", mirror.chain(self._policy, x))
         if self._gaussian:
-            policy = np.concatenate([policy, np.broadcast_to(mirror.weight("log_std"), policy.shape)], axis=-1)
+            log_std = mirror.weight("log_std")  # [D]: the last D params (a hybrid head has logits before)
+            policy = np.concatenate([policy, np.broadcast_to(log_std, (len(policy), len(log_std)))], axis=-1)
         return policy, mirror.dense("value_head", mirror.chain(self._value, x))[:, 0]
 
     def value(self, obs: np.ndarray) -> np.ndarray:

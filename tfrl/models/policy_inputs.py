@@ -18,6 +18,7 @@ from tfrl.errors import UsageError
 MASK_KEY = "action_mask"
 FLAT_KEY = "observation"  # the one field of a flat env, and the export's input name for it
 STATE_NAME = "state"  # the export's state input and output of a policy with memory
+ACTION_PART = "action."  # the export's output of one part of a hybrid (Dict or Tuple) action: "action.<key>"
 NO_LEGAL_ACTION = "no_legal_action"  # the export's flag output of a masked policy: the row's mask allows nothing
 
 
@@ -70,6 +71,28 @@ def as_batch(fields: Sequence[Any], structured: bool, obs, source: str,
     if len(singles) > 1 or len({len(array) for array, _ in arrays.values()}) > 1:
         raise UsageError(f"{source}: the fields are not all one observation or all a batch of one size")
     return {key: array for key, (array, _) in arrays.items()}, singles.pop()
+
+
+def env_actions(outputs: Mapping[str, Any], container: str | None = None):
+    """The batch of actions the env's step takes from a policy's outputs: "action", or for a hybrid action its
+    parts ("action.<key>") as a dict, a tuple for a Tuple space (container; None: parts keyed 0, 1, ... are a
+    Tuple's)."""
+    parts = {name[len(ACTION_PART):]: np.asarray(value) for name, value in outputs.items()
+             if name.startswith(ACTION_PART)}
+    if not parts:
+        return np.asarray(outputs["action"])
+    if container == "Tuple" or (container is None and sorted(parts) == [str(i) for i in range(len(parts))]):
+        return tuple(parts[str(i)] for i in range(len(parts)))
+    return parts
+
+
+def action_row(actions, row):
+    """actions[row] of a batch of actions (of each part of a hybrid one)."""
+    if isinstance(actions, dict):
+        return {key: value[row] for key, value in actions.items()}
+    if isinstance(actions, tuple):
+        return tuple(value[row] for value in actions)
+    return actions[row]
 
 
 def batch_rows(batch) -> int:

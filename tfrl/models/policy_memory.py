@@ -80,6 +80,7 @@ class RememberingPolicy:
 
     source: str
     memory: PolicyMemory
+    action_container: str | None = None  # "Dict" or "Tuple" for a hybrid action, where no metadata says it
 
     def _as_batch(self, obs) -> tuple[Any, bool]:
         raise NotImplementedError
@@ -96,10 +97,11 @@ class RememberingPolicy:
         """Forget the episodes of the rows where done [N] is true (all of them if done is None)."""
         self.memory.reset(done)
 
-    def __call__(self, obs) -> np.ndarray:
+    def __call__(self, obs):
+        """The actions as the env's step takes them: an array, or for a hybrid (Dict or Tuple) action space a dict
+        of parts (a tuple), for one observation or a batch."""
         batch, single = self._as_batch(obs)
-        actions = np.asarray(self._kept_call(batch)["action"])
-        return actions[0] if single else actions
+        return self._env_action(self._kept_call(batch), single)
 
     def outputs(self, obs, state=None) -> dict[str, np.ndarray]:
         """Every output for a batch of obs; a policy with memory steps its kept states (as __call__ does), or with
@@ -114,8 +116,15 @@ class RememberingPolicy:
         states [N, S] (zeros at an episode's first step)."""
         batch, single = self._as_batch(obs)
         result = self._explicit_call(batch, state, single)
-        actions, next_state = result["action"], result[policy_inputs.STATE_NAME]
-        return (actions[0], next_state[0]) if single else (actions, next_state)
+        next_state = result[policy_inputs.STATE_NAME]
+        return self._env_action(result, single), (next_state[0] if single else next_state)
+
+    def _env_action(self, result: Mapping[str, Any], single: bool):
+        """policy_inputs.env_actions of result (the metadata, where there is one, says Dict or Tuple)."""
+        container = self.action_container or ((getattr(self, "metadata", None) or {}).get("action_space")
+                                              or {}).get("type")
+        actions = policy_inputs.env_actions(result, container)
+        return policy_inputs.action_row(actions, 0) if single else actions
 
     def _kept_call(self, batch) -> Mapping[str, Any]:
         if not self.state_size:

@@ -76,14 +76,15 @@ def numpy_outputs(outputs: Callable[..., Mapping[str, tf.Tensor]], observations:
     return numpy_fn
 
 
-def acting(outputs: Outputs, state_size: int) -> Policy:
-    """The actions of `outputs`: a plain function, or for a policy with memory a StatefulPolicy carrying "state"."""
+def acting(outputs: Outputs, state_size: int, action_container: str | None = None) -> Policy:
+    """The actions of `outputs` as the env takes them (policy_inputs.env_actions): a plain function, or for a
+    policy with memory a StatefulPolicy carrying "state"."""
     if not state_size:
-        return lambda obs: outputs(obs)["action"]
+        return lambda obs: policy_inputs.env_actions(outputs(obs), action_container)
 
     def step(obs, state):
         result = outputs(obs, state)
-        return result["action"], result[policy_inputs.STATE_NAME]
+        return policy_inputs.env_actions(result, action_container), result[policy_inputs.STATE_NAME]
 
     return StatefulPolicy(step, state_size)
 
@@ -99,7 +100,7 @@ def traced_outputs(policy: export.ServingPolicy, observations: ObsSpec | Sequenc
 
 def traced_policy(policy: export.ServingPolicy, observations: ObsSpec | Sequence[int]) -> Policy:
     """The actions of traced_outputs (a StatefulPolicy for a policy with memory)."""
-    return acting(traced_outputs(policy, observations), policy.state_size)
+    return acting(traced_outputs(policy, observations), policy.state_size, policy.action_container or None)
 
 
 def load(saved_model_dir: pathlib.Path) -> SavedModelPolicy:
@@ -128,7 +129,8 @@ def load(saved_model_dir: pathlib.Path) -> SavedModelPolicy:
         del inputs[policy_inputs.STATE_NAME]
     observations = _signature_observations(path, inputs, metadata)
     outputs = numpy_outputs(signature, observations, signature=True)
-    return SavedModelPolicy(policy=acting(outputs, state_size), outputs=outputs, observations=observations,
+    container = ((metadata or {}).get("action_space") or {}).get("type")
+    return SavedModelPolicy(policy=acting(outputs, state_size, container), outputs=outputs, observations=observations,
                         metadata=metadata, saved_model=loaded, state_size=state_size)
 
 

@@ -26,10 +26,10 @@ from absl import logging
 
 import tfrl
 from tfrl import agents, config as config_lib, envs, strict_json
+from tfrl.envs.env_info import checked_record
 from tfrl.errors import UsageError
 from tfrl.hardware.runtime import RuntimeOptions, option_types
 from tfrl.lazy_import import LazyModule
-from tfrl.models import env_space
 from tfrl.run import BEST_POLICY_DIR, CONFIG_FILE, LOCK_FILE, RESULT_FILE
 
 # TensorFlow loads at the first policy load or export: a launcher checks a run's config.json without it.
@@ -123,7 +123,7 @@ class RunRecord:
         return cls(agent=agent, env_id=field.get("env_id", str), seed=field.get("seed", int), config=config,
                    runtime=runtime, runtime_choices=_checked_choices(field.get("runtime_choices", dict, {}), source),
                    env_arg=field.get("env_arg", str, None), env_kwargs=field.get("env_kwargs", dict, default={}),
-                   env_info=_checked_env_info(field.get("env_info", dict, default=None), source),
+                   env_info=checked_record(field.get("env_info", dict, default=None), source),
                    preset=field.get("preset", str, default=None),
                    vector_mode=field.get("vector_mode", str, default="sync"),
                    keep_checkpoints=field.get("keep_checkpoints", int, default=None),
@@ -135,29 +135,6 @@ def _checked_choices(raw: Mapping[str, Any], source: str) -> dict[str, str]:
     if all(isinstance(value, str) for value in raw.values()):
         return dict(raw)
     raise UsageError(f"{source}: 'runtime_choices' must map runtime options to strings, got {raw!r:.200}")
-
-
-def _checked_env_info(raw: Mapping[str, Any] | None, source: str) -> Mapping[str, Any] | None:
-    """`raw` if it is an EnvInfo record (tfrl.envs.EnvInfo.to_dict); UsageError naming the file otherwise."""
-    if raw is None:
-        return None
-    try:
-        info = envs.EnvInfo.from_dict(raw)
-        fields = info.obs_fields
-        sizes = [*info.obs_shape, info.num_actions, *info.action_shape, info.frame_stack, *info.action_nvec,
-                 *(n for field in fields for n in field.shape)]
-        valid = (all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes)
-                 and info.obs_dtype in ("float32", "uint8", "structured") and isinstance(info.env_id, str)
-                 and (info.obs_dtype == "structured") == bool(fields)
-                 and all(field.dtype in ("float32", "uint8") for field in fields)
-                 and len(info.action_low) == len(info.action_high) and info.mask_dtype in envs.MASK_DTYPES
-                 and all(isinstance(b, (int, float)) for b in (*info.action_low, *info.action_high)))
-    except (KeyError, TypeError, ValueError):
-        valid = False
-    if not valid:
-        raise UsageError(f"{source}: 'env_info' is not a valid record of the env's spaces: {raw!r:.200}")
-    env_space.parse(info.env_space, f"{source}: 'env_info'")
-    return raw
 
 
 _RECORD_KEYS = {"tfrl_version", "agent", "env_id", "env_arg", "env_kwargs", "env_info", "seed", "preset",
@@ -247,16 +224,6 @@ def _write_json(path: pathlib.Path, value: Any) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise UsageError(f"--run_dir: cannot write {path}: {e.strerror}") from None
-
-
-def _action_space_json(info: envs.EnvInfo) -> dict:
-    if info.action_nvec:
-        return ({"type": "MultiBinary", "n": len(info.action_nvec)} if info.binary_actions
-                else {"type": "MultiDiscrete", "nvec": list(info.action_nvec)})
-    if not info.continuous:
-        return {"type": "Discrete", "n": info.num_actions}
-    return {"type": "Box", "shape": list(info.action_shape), "low": list(info.action_low),
-            "high": list(info.action_high)}
 
 
 def check_model_name(model_name: str) -> None:
@@ -411,7 +378,7 @@ def export_run(run_dir: pathlib.Path, base_path: pathlib.Path, model_name: str,
         "env_id": loaded.run_config.env_id,
         "env_kwargs": _jsonable(loaded.run_config.env_kwargs),
         "observation": _observation_json(observations, loaded.env),
-        "action_space": _action_space_json(loaded.env),
+        "action_space": loaded.env.action_space_json(),
         "signature": {"name": export.SIGNATURE, "inputs": _inputs_json(observations, state_size),
                       "outputs": {k: f"{v.dtype.name} {[None, *v.shape[1:]]}" for k, v in example.items()}},
         "memory": ({"state_size": state_size, "input": export.STATE_NAME, "output": export.STATE_NAME,

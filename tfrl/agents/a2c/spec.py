@@ -5,7 +5,7 @@ from tfrl.agents.core import AgentSpec
 
 SPEC = AgentSpec("a2c", config="tfrl.agents.a2c.config:A2CConfig", learner="tfrl.agents.a2c.learning:A2CLearner",
                  agent="tfrl.agents.actor_critic.agent:ActorCriticAgent", policy="tfrl.agents.actor_critic.policy",
-                 estimate_memory=ac_spec.estimate_memory, actions=("discrete", "multi_discrete", "continuous"),
+                 estimate_memory=ac_spec.estimate_memory, actions=("discrete", "multi_discrete", "continuous", "hybrid"),
                  check_observations=ac_spec.check_observations, convolves=ac_spec.convolves,
                  rollout_actors=ac_spec.ROLLOUT_ACTORS, check_actors=ac_spec.check_actors,
                  search_space={

@@ -13,8 +13,9 @@ from tfrl.models.networks import dense_initializers, observation_input
 
 
 class AppendLogStd(keras.layers.Layer):
-    """mean [B, D] -> [mean, log_std] [B, 2D]: a Gaussian policy's state-independent log std, one trainable
-    variable (initialized to log_std_init: 0, a standard deviation of 1, as SB3)."""
+    """x [B, P] -> [x, log_std] [B, P + D]: a Gaussian policy's state-independent log std [D] after its mean (and,
+    for a hybrid action, the discrete parts' logits), one trainable variable (initialized to log_std_init: 0, a
+    standard deviation of 1, as SB3)."""
 
     def __init__(self, size: int, log_std_init: float = 0.0, **kwargs):
         super().__init__(**kwargs)
@@ -24,19 +25,21 @@ class AppendLogStd(keras.layers.Layer):
         self.log_std = self.add_weight(shape=(self.size,), name="log_std",
                                        initializer=keras.initializers.Constant(self.log_std_init))
 
-    def call(self, mean):
-        return keras.ops.concatenate([mean, keras.ops.broadcast_to(self.log_std, keras.ops.shape(mean))], axis=-1)
+    def call(self, x):
+        rows = keras.ops.shape(x)[0]
+        return keras.ops.concatenate([x, keras.ops.broadcast_to(self.log_std, (rows, self.size))], axis=-1)
 
 
 def actor_critic_network(obs_shape: Sequence[int] | ObsSpec, num_policy_params: int, hidden_sizes: Sequence[int],
-                         activation: str = "tanh", shared_torso: bool = False, gaussian: bool = False,
+                         activation: str = "tanh", shared_torso: bool = False, log_std_size: int = 0,
                          name: str = "actor_critic", obs_dtype: str = "float32", torso: str = "mlp",
                          layer_init: str = "orthogonal", log_std_init: float = 0.0) -> keras.Model:
     """obs [B, *obs_shape] -> (policy params [B, num_policy_params], value [B]), both float32 under every policy.
 
     The policy params are whatever the policy head reads (the logits [B, A] of a
-    categorical head; with `gaussian`, the mean [B, D] and a state-independent log std,
-    num_policy_params = 2D). With `shared_torso` one MLP ("torso_i") feeds both heads;
+    categorical head; the mean [B, D] and a state-independent log std of a Gaussian one, num_policy_params = 2D
+    and log_std_size = D; a hybrid head's logits and means, then its log_std_size log stds). With `shared_torso`
+    one MLP ("torso_i") feeds both heads;
     otherwise the policy and the value have their own ("policy_torso_i",
     "value_torso_i"), as SB3's default `net_arch=dict(pi=[64, 64], vf=[64, 64])`.
 
@@ -55,8 +58,8 @@ def actor_critic_network(obs_shape: Sequence[int] | ObsSpec, num_policy_params: 
     else:
         policy_latent = dense_chain(x, hidden_sizes, activation, "policy_torso", layer_init)
         value_latent = dense_chain(x, hidden_sizes, activation, "value_torso", layer_init)
-    policy_params, value = actor_critic_heads(policy_latent, value_latent, num_policy_params, gaussian, layer_init,
-                                              log_std_init)
+    policy_params, value = actor_critic_heads(policy_latent, value_latent, num_policy_params, log_std_size,
+                                              layer_init, log_std_init)
     return keras.Model(obs, (policy_params, value), name=name)
 
 
@@ -69,15 +72,15 @@ def dense_chain(inputs, hidden_sizes: Sequence[int], activation: str, prefix: st
     return h
 
 
-def actor_critic_heads(policy_latent, value_latent, num_policy_params: int, gaussian: bool,
+def actor_critic_heads(policy_latent, value_latent, num_policy_params: int, log_std_size: int = 0,
                        layer_init: str = "orthogonal", log_std_init: float = 0.0):
-    """(policy params [B, P], value [B]), float32: "policy_head" (gain 0.01; with `gaussian` the mean, followed by
-    the state-independent "log_std", from log_std_init) and "value_head" (gain 1)."""
-    outputs = num_policy_params // 2 if gaussian else num_policy_params
+    """(policy params [B, P], value [B]), float32: "policy_head" (gain 0.01: P - log_std_size logits and means),
+    followed by log_std_size state-independent log stds ("log_std", from log_std_init), and "value_head" (gain 1)."""
+    outputs = num_policy_params - log_std_size
     policy_params = keras.layers.Dense(outputs, name="policy_head", dtype="float32",
                                        **dense_initializers(layer_init, policy_latent.shape[-1], 0.01))(policy_latent)
-    if gaussian:
-        policy_params = AppendLogStd(outputs, log_std_init, name="log_std", dtype="float32")(policy_params)
+    if log_std_size:
+        policy_params = AppendLogStd(log_std_size, log_std_init, name="log_std", dtype="float32")(policy_params)
     value = keras.layers.Dense(1, name="value_head", dtype="float32",
                                **dense_initializers(layer_init, value_latent.shape[-1], 1.0))(value_latent)
     return policy_params, keras.ops.squeeze(value, axis=-1)

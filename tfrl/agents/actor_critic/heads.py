@@ -3,7 +3,9 @@ distribution. Imports TensorFlow only when a learner calls a graph method, so th
 NumPy, never loads it.
 
 The network's policy output is the head's parameters: logits for Discrete actions (CategoricalHead), the mean and
-the state-independent log standard deviation for Box actions (GaussianHead, SB3's default). The learner only
+the state-independent log standard deviation for Box actions (GaussianHead, SB3's default), both side by side for
+a Dict or Tuple of parts (HybridHead). The last `log_std_size` of them are the state-independent log standard
+deviations the network appends (tfrl.agents.actor_critic.feedforward.AppendLogStd). The learner only
 calls `head.log_prob` and `head.entropy` (in the graph), the actor `head.sample`, `head.mode` and
 `head.env_action` (in NumPy), so the learners do not depend on the action space.
 """
@@ -20,10 +22,13 @@ tf = LazyModule("tensorflow")
 
 class _Head:
     """What every head gives: one action as rollouts store it (stored_shape, action_dtype), and a batch of them as
-    the graph takes it (action_spec)."""
+    the graph takes it (action_spec); the width of its parameters (num_params), of which the last log_std_size are
+    state-independent log standard deviations."""
 
     stored_shape: tuple[int, ...]
     action_dtype: np.dtype
+    num_params: int
+    log_std_size: int = 0
 
     @property
     def action_spec(self):
@@ -89,8 +94,13 @@ def masked_logits(logits, legal):
 
 
 def masked_logits_numpy(logits: np.ndarray, legal: np.ndarray | None) -> np.ndarray:
-    """masked_logits in NumPy, for the actor: sampling, the greedy action and log pi_old see the legal actions."""
-    return logits if legal is None else np.where(legal, logits, MASKED_LOGIT).astype(np.float32)
+    """masked_logits in NumPy, for the actor: sampling, the greedy action and log pi_old see the legal actions.
+    A mask narrower than the params (a hybrid action's: its discrete parts' logits come first) masks those."""
+    if legal is None:
+        return logits
+    if legal.shape[-1] < logits.shape[-1]:
+        legal = np.concatenate([legal, np.ones((len(legal), logits.shape[-1] - legal.shape[-1]), bool)], axis=-1)
+    return np.where(legal, logits, MASKED_LOGIT).astype(np.float32)
 
 
 class MultiCategoricalHead(_Head):
@@ -165,6 +175,7 @@ class GaussianHead(_Head):
         self.action_shape = tuple(action_shape)
         self.action_size = int(np.prod(self.action_shape))
         self.num_params = 2 * self.action_size
+        self.log_std_size = self.action_size
         self.low = np.asarray(low, np.float32).reshape(self.action_size)
         self.high = np.asarray(high, np.float32).reshape(self.action_size)
         self.stored_shape, self.action_dtype = (self.action_size,), np.dtype(np.float32)  # flattened: [D]
@@ -203,7 +214,116 @@ class GaussianHead(_Head):
         return np.clip(actions, self.low, self.high).reshape(len(actions), *self.action_shape)
 
 
-def make_head(env: EnvInfo) -> CategoricalHead | MultiCategoricalHead | GaussianHead:
+class HybridHead(_Head):
+    """A Dict or Tuple action of parts (Discrete, MultiDiscrete, MultiBinary, Box), independent given s: one
+    head per part, and
+
+        log pi(a | s) = sum_parts log pi_part(a_part | s)        H(pi(. | s)) = sum_parts H(pi_part(. | s))
+
+    The params [B, P] are the discrete parts' logits (in the parts' order; an action mask covers exactly these),
+    then the Box parts' means, then their log stds. An action is stored as float32 [K]: each part's stored action
+    side by side (a discrete value as a float, exact below 2^24). The env gets {key: part} (Tuple: a tuple).
+    """
+
+    def __init__(self, parts, container: str):
+        self.parts, self.container = tuple(parts), container
+        self.heads = [_part_head(part) for part in self.parts]
+        self.num_logits = logits = sum(part.size for part in self.parts if part.discrete)
+        self.log_std_size = sum(part.size for part in self.parts if not part.discrete)
+        self.num_params = logits + 2 * self.log_std_size
+        self.param_columns, self._legal, self._actions = [], [], []  # per part: columns of params, mask, stored action
+        logit_at, mean_at, stored_at = 0, logits, 0
+        for part, head in zip(self.parts, self.heads):
+            if part.discrete:
+                columns = np.arange(logit_at, logit_at + part.size)
+                self._legal.append(columns)
+                logit_at += part.size
+            else:
+                mean = np.arange(mean_at, mean_at + part.size)
+                columns = np.concatenate([mean, mean + self.log_std_size])
+                self._legal.append(None)
+                mean_at += part.size
+            width = int(np.prod(head.stored_shape))
+            self.param_columns.append(columns)
+            self._actions.append(slice(stored_at, stored_at + width))
+            stored_at += width
+        self.mask_groups = tuple(n for part in self.parts if part.discrete for n in part.nvec)
+        self.stored_shape, self.action_dtype = (stored_at,), np.dtype(np.float32)
+
+    def _split(self, params, actions, legal, gather, cast):
+        """Per part: (its params, its actions as its head stores them, its mask or None)."""
+        for head, columns, legal_columns, stored in zip(self.heads, self.param_columns, self._legal, self._actions):
+            part_actions = None if actions is None else cast(actions[:, stored], head)
+            part_legal = None if legal is None or legal_columns is None else gather(legal, legal_columns)
+            yield head, gather(params, columns), part_actions, part_legal
+
+    # ---- in the graph (learner) ------------------------------------------------
+
+    def log_prob(self, params, actions, legal=None):
+        """params [B, P], actions [B, K] float32, legal bool [B, A] or None -> the parts' summed log pi [B]."""
+        parts = self._split(params, actions, legal, _gather, _graph_action)
+        return tf.add_n([head.log_prob(p, a, m) for head, p, a, m in parts])
+
+    def entropy(self, params, legal=None):
+        return tf.add_n([head.entropy(p, m) for head, p, _, m in self._split(params, None, legal, _gather, None)])
+
+    # ---- in NumPy (actor) ------------------------------------------------------
+
+    def sample(self, rng: np.random.Generator, params: np.ndarray) -> np.ndarray:
+        """params [N, P] (masked already) -> actions [N, K] float32, each part drawn by its head."""
+        return self._joined([head.sample(rng, p) for head, p, _, _ in self._split(params, None, None, _take, None)])
+
+    def log_prob_numpy(self, params: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        parts = self._split(params, actions, None, _take, _numpy_action)
+        return np.sum([head.log_prob_numpy(p, a) for head, p, a, _ in parts], axis=0).astype(np.float32)
+
+    def mode(self, params: np.ndarray) -> np.ndarray:
+        """params [N, P] -> each part's most likely action (a Box part's mean), stored side by side [N, K]."""
+        return self._joined([head.mode(p) for head, p, _, _ in self._split(params, None, None, _take, None)])
+
+    def env_action(self, actions: np.ndarray):
+        """What the env is given for actions [N, K]: {key: the part's actions, as its head gives them} (a tuple
+        for a Tuple space)."""
+        parts = [head.env_action(_numpy_action(actions[:, stored], head))
+                 for head, stored in zip(self.heads, self._actions)]
+        if self.container == "Tuple":
+            return tuple(parts)
+        return {part.key: value for part, value in zip(self.parts, parts)}
+
+    def _joined(self, actions) -> np.ndarray:
+        return np.concatenate([np.asarray(a, np.float32).reshape(len(a), -1) for a in actions], axis=-1)
+
+
+def _part_head(part) -> CategoricalHead | MultiCategoricalHead | GaussianHead:
+    if part.kind == "continuous":
+        return GaussianHead(part.shape, part.low, part.high)
+    if part.kind == "discrete":
+        return CategoricalHead(part.nvec[0])
+    return MultiCategoricalHead(part.nvec, binary=part.kind == "multi_binary")
+
+
+def _gather(values, columns):
+    return tf.gather(values, columns, axis=-1)
+
+
+def _take(values, columns):
+    return values[:, columns]
+
+
+def _graph_action(actions, head):
+    """A part's stored actions (float32 columns) as its head takes them in the graph."""
+    actions = actions[:, 0] if head.stored_shape == () else actions
+    return tf.cast(actions, tf.int32) if head.action_dtype == np.int32 else actions
+
+
+def _numpy_action(actions: np.ndarray, head) -> np.ndarray:
+    actions = actions[:, 0] if head.stored_shape == () else actions
+    return np.rint(actions).astype(np.int32) if head.action_dtype == np.int32 else actions
+
+
+def make_head(env: EnvInfo) -> CategoricalHead | MultiCategoricalHead | GaussianHead | HybridHead:
+    if env.hybrid:
+        return HybridHead(env.action_parts, env.action_container)
     if env.continuous:
         return GaussianHead(env.action_shape, env.action_low, env.action_high)
     if env.action_nvec:

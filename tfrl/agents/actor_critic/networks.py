@@ -8,7 +8,6 @@ import keras
 from tfrl.agents.actor_critic import recurrent
 from tfrl.agents.actor_critic.config import ActorCriticConfig
 from tfrl.agents.actor_critic.feedforward import actor_critic_network
-from tfrl.agents.actor_critic.heads import GaussianHead
 from tfrl.envs import EnvInfo
 
 
@@ -18,9 +17,8 @@ def make_network(config: ActorCriticConfig, env: EnvInfo, head) -> keras.Model:
     if config.recurrent:
         return recurrent.recurrent_actor_critic_network(
             env.observations, head.num_params, config.hidden_sizes, config.lstm_units, config.activation,
-            config.shared_torso, gaussian=isinstance(head, GaussianHead), torso=config.torso,
+            config.shared_torso, log_std_size=head.log_std_size, torso=config.torso,
             post_lstm_sizes=config.post_lstm_sizes, layer_init=config.layer_init, log_std_init=config.log_std_init)
-    return actor_critic_network(env.observations, head.num_params, config.hidden_sizes,
-                                         config.activation, config.shared_torso,
-                                         gaussian=isinstance(head, GaussianHead), torso=config.torso,
-                                         layer_init=config.layer_init, log_std_init=config.log_std_init)
+    return actor_critic_network(env.observations, head.num_params, config.hidden_sizes, config.activation,
+                                config.shared_torso, log_std_size=head.log_std_size, torso=config.torso,
+                                layer_init=config.layer_init, log_std_init=config.log_std_init)

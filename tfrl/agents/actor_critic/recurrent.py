@@ -64,7 +64,7 @@ def post_prefix(torso_prefix: str) -> str:
 
 def recurrent_actor_critic_network(observations: ObsSpec, num_policy_params: int, hidden_sizes: Sequence[int],
                                    lstm_units: int, activation: str = "tanh", shared_torso: bool = False,
-                                   gaussian: bool = False, torso: str = "mlp", post_lstm_sizes: Sequence[int] = (),
+                                   log_std_size: int = 0, torso: str = "mlp", post_lstm_sizes: Sequence[int] = (),
                                    name: str = "recurrent_actor_critic", layer_init: str = "orthogonal",
                                    log_std_init: float = 0.0) -> keras.Model:
     """[observation, state [B, S]] -> (policy params [B, P], value [B], next state [B, S]), float32.
@@ -86,7 +86,7 @@ def recurrent_actor_critic_network(observations: ObsSpec, num_policy_params: int
         out, (h, c) = cell(latent, [parts[2 * i], parts[2 * i + 1]])
         outputs.append(feedforward.dense_chain(out, post_lstm_sizes, activation, post_prefix(prefix), layer_init))
         next_state += [h, c]
-    policy_params, value = feedforward.actor_critic_heads(outputs[0], outputs[-1], num_policy_params, gaussian,
+    policy_params, value = feedforward.actor_critic_heads(outputs[0], outputs[-1], num_policy_params, log_std_size,
                                                        layer_init, log_std_init)
     return keras.Model([obs, state], (policy_params, value, keras.ops.concatenate(next_state, axis=-1)), name=name)
 
@@ -234,7 +234,8 @@ class NumpyRecurrentActorCritic:
             next_state += [h, c]
         policy = mirror.dense("policy_head", outputs[0])
         if self._gaussian:
-            policy = np.concatenate([policy, np.broadcast_to(mirror.weight("log_std"), policy.shape)], axis=-1)
+            log_std = mirror.weight("log_std")  # [D]: the last D params (a hybrid head has logits before)
+            policy = np.concatenate([policy, np.broadcast_to(log_std, (len(policy), len(log_std)))], axis=-1)
         value = mirror.dense("value_head", outputs[-1])[:, 0]
         return policy, value, np.concatenate(next_state, axis=-1).astype(np.float32)
 

@@ -17,7 +17,7 @@ def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
 
 SPEC = AgentSpec("ppo", config="tfrl.agents.ppo.config:PPOConfig", learner="tfrl.agents.ppo.learning:PPOLearner",
                  agent="tfrl.agents.actor_critic.agent:ActorCriticAgent", policy="tfrl.agents.actor_critic.policy",
-                 estimate_memory=estimate_memory, actions=("discrete", "multi_discrete", "continuous"),
+                 estimate_memory=estimate_memory, actions=("discrete", "multi_discrete", "continuous", "hybrid"),
                  check_observations=ac_spec.check_observations, convolves=ac_spec.convolves,
                  rollout_actors=ac_spec.ROLLOUT_ACTORS, check_actors=ac_spec.check_actors,
                  search_space={

@@ -25,7 +25,7 @@ import numpy as np
 from tfrl import envs
 from tfrl.envs import observations
 from tfrl.models import serving
-from tfrl.models.policy_inputs import STATE_NAME
+from tfrl.models.policy_inputs import ACTION_PART, STATE_NAME
 from tfrl.models.policy_memory import reset_episodes
 
 RANDOM_SHARE = 0.25
@@ -104,13 +104,26 @@ def outputs_along(policy, recording: Recording) -> dict[str, np.ndarray]:
 def _with_random(actions: np.ndarray, explore: np.ndarray, batch: np.ndarray, space: gym.Space,
                  rng: np.random.Generator) -> np.ndarray:
     """`actions` with a random one (a legal one where a mask is given) in the rows `explore` picks."""
-    actions = actions.copy()
     legal = observations.legal_actions(batch)
+    if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
+        return actions if legal is not None else _with_random_parts(actions, explore, space)
+    actions = actions.copy()
     if legal is not None and not isinstance(space, gym.spaces.Discrete):
         return actions  # a MultiDiscrete mask: keep the greedy, legal actions
     for i in np.flatnonzero(explore):
         actions[i] = rng.choice(np.flatnonzero(legal[i])) if legal is not None else space.sample()
     return actions
+
+
+def _with_random_parts(actions, explore: np.ndarray, space: gym.spaces.Dict | gym.spaces.Tuple):
+    """Hybrid actions (a dict or tuple of batches) with a random action in the rows `explore` picks."""
+    parts = dict(actions) if isinstance(actions, dict) else dict(enumerate(actions))
+    parts = {key: np.array(value) for key, value in parts.items()}
+    for i in np.flatnonzero(explore):
+        sample = space.sample()
+        for key, value in (sample.items() if isinstance(sample, dict) else enumerate(sample)):
+            parts[key][i] = value
+    return parts if isinstance(actions, dict) else tuple(parts[i] for i in range(len(parts)))
 
 
 def compare(reference: serving.SavedModelPolicy, converted, recorded: Recording | np.ndarray, fmt: str,
@@ -132,7 +145,10 @@ def compare(reference: serving.SavedModelPolicy, converted, recorded: Recording 
     report = {"observations": int(len(batch)), "tolerance": {"agreement": agreement_needed, "error": error_allowed},
               "max_error": {}, "contested_rows": int(contested.sum())}
     problems = []
+    hybrid = any(name.startswith(ACTION_PART) for name in want)
     for name, expected in want.items():
+        if hybrid and name == "action":  # its parts side by side: they are compared one by one
+            continue
         expected = np.asarray(expected)
         actual = np.asarray(got[name]).reshape(np.shape(expected))
         if expected.dtype == np.bool_:  # a flag (no_legal_action): equal, row for row
