@@ -146,7 +146,10 @@ class MaskedHybrid(gym.Env):
                                          "action_mask": gym.spaces.Box(0, 1, (4,), np.int8)})
     action_space = gym.spaces.Tuple((gym.spaces.Discrete(4), gym.spaces.Box(-1.0, 1.0, (2,), np.float32)))
 
-    def __init__(self, mask_size: int = 4):
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 4}
+
+    def __init__(self, mask_size: int = 4, render_mode: str | None = None):
+        self.render_mode = render_mode
         self._mask_size = mask_size  # another size: a mask that does not fit the discrete part
         self.observation_space = gym.spaces.Dict({"target": gym.spaces.Box(-0.5, 0.5, (2,)),
                                                   "action_mask": gym.spaces.Box(0, 1, (mask_size,), np.int8)})
@@ -170,6 +173,9 @@ class MaskedHybrid(gym.Env):
         reward = 1.0 - float(np.abs(np.asarray(aim) - self._target).sum()) / 2
         self._steps += 1
         return self._obs(), reward, False, self._steps >= 8, {}
+
+    def render(self):
+        return np.full((4, 4, 3), 10 * self._steps, np.uint8)
 
 
 class ToolOnly(gym.Env):

@@ -22,9 +22,9 @@ from tfrl.agents.actor_critic.heads import HybridHead, masked_logits_numpy
 from tfrl.envs.env_info import ActionPart, EnvInfo
 from tfrl.errors import UsageError
 from tfrl.model_server.options import ServerOptions
-from tfrl.models import export
+from tfrl.models import export, policy_inputs
 from tfrl.models.policy_inputs import MASK_KEY
-from tfrl.models.portable import convert
+from tfrl.models.portable import convert, parity
 from tfrl.run import evaluation, launch, runs
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -106,8 +106,13 @@ def test_spaces_and_masks_that_do_not_fit_are_one_line(tmp_path):
         observation_space = gym.spaces.Box(0, 1, (2,))
         action_space = gym.spaces.Dict({"arm": gym.spaces.Dict({"grip": gym.spaces.Discrete(2)})})
 
+    class Scalar(Nested):
+        action_space = gym.spaces.Dict({"force": gym.spaces.Box(-1.0, 1.0, ())})
+
     with pytest.raises(UsageError, match=r"has a nested action space \(part 'arm' is Dict"):
         _info(Nested)
+    with pytest.raises(UsageError, match=r"action part 'force' is a Box of shape \(\); give it shape \(1,\)"):
+        _info(Scalar)
     with pytest.raises(UsageError, match=r"its 'action_mask' has 6 entries, but its discrete action parts \('0': 4\) "
                                          r"have 4 values: one entry per value of each discrete part, in the parts' "
                                          r"order; Box parts \('1'\) take none"):
@@ -178,6 +183,55 @@ def test_a_config_json_whose_action_parts_make_no_space_is_one_line(trained, tmp
         runs.read_config(tmp_path)
 
 
+def test_the_loaders_give_dicts_and_tuples_of_parts_however_many():
+    outputs = {f"action.{i}": np.full(2, i) for i in range(11)}  # "10" sorts before "2"
+    assert [int(v[0]) for v in policy_inputs.env_actions(outputs)] == list(range(11))
+    assert set(policy_inputs.env_actions(outputs, "Dict")) == {str(i) for i in range(11)}
+    assert policy_inputs.action_row(policy_inputs.env_actions(outputs), 1)[3] == 3
+
+
+class _Answers:
+    """A policy that answers fixed outputs, with the metadata of a Tuple of Discrete(3) and Box(1) parts."""
+
+    metadata = {"action_space": {"type": "Tuple", "parts": [{"key": "0", "kind": "discrete", "nvec": [3]},
+                                                            {"key": "1", "kind": "continuous", "shape": [1]}]}}
+
+    def __init__(self, **outputs):
+        self._outputs = {name: np.asarray(value) for name, value in outputs.items()}
+
+    def outputs(self, batch):
+        return self._outputs
+
+
+def test_parity_counts_a_hybrid_part_s_near_ties_and_its_illegal_values():
+    # Rows 0-1: the part's two best logits 0.05 apart (a near tie at int8's 5e-2 of scale 1); row 2: decisive.
+    logits = np.array([[0.50, 0.55, 0.0, 0.3, 0.0], [0.55, 0.50, 0.0, 0.3, 0.0], [0.0, 0.9, 0.0, 0.3, 0.0]])
+    picks = logits[:, :3].argmax(1)
+    batch = np.zeros(3, [("x", "f4", (1,)), (MASK_KEY, "u1", (3,))])
+    batch[MASK_KEY] = [[1, 1, 0], [1, 1, 0], [0, 1, 1]]
+
+    def answers(part):  # "action": the parts side by side, as the export gives it
+        return _Answers(**{"action.0": part, "action.1": logits[:, 3:4], "logits": logits,
+                           "action": np.c_[part, logits[:, 3]].astype(np.float32)})
+
+    reference = answers(picks)
+    swapped = picks.copy()
+    swapped[:2] = 1 - swapped[:2]  # the near ties swap: allowed
+    report = parity.compare(reference, answers(swapped), batch, "litert", "int8")
+    assert report["contested_rows"] == 2 and report["action.0_agreement_uncontested"] == 1.0 and report["passed"]
+    illegal = picks.copy()
+    illegal[2] = 0  # row 2's mask forbids 0
+    report = parity.compare(reference, answers(illegal), batch, "litert", "int8")
+    assert not report["passed"] and "1 illegal values of action.0" in report["summary"]
+
+
+def test_a_video_of_a_hybrid_policy_steps_the_env_with_each_part(trained):
+    stats = {}
+    frames = list(evaluation.render_episode(tfrl.load_policy(trained["masked"].saved_model),
+                                            "structure_envs:MaskedHybrid-v0", seed=0, stats=stats))
+    assert len(frames) == 9 and stats["length"] == 8  # the reset's frame and 8 steps
+
+
 def test_the_masked_tuple_export_never_picks_an_illegal_value_and_refuses_an_empty_mask(trained):
     run = trained["masked"]
     assert run.complete  # an illegal pick would have raised in training or evaluation
@@ -197,6 +251,8 @@ def test_a_hybrid_policy_with_memory_steps_its_state(trained):
     assert policy.state_size == 2 * 2 * 8
     action, state = policy.step(_obs(3), np.zeros((3, policy.state_size), np.float32))
     assert set(action) == {"tool", "aim"} and state.shape == (3, policy.state_size) and np.abs(state).max() > 0
+    one = policy.outputs(_obs(1)[0], np.zeros(policy.state_size, np.float32))  # one observation, a state [S]
+    assert one["state"].shape == (1, policy.state_size) and one["action.tool"].shape == (1,)
 
 
 def test_tfrl_serve_answers_each_part_by_name(trained):

@@ -16,7 +16,6 @@ and half the frame rate, to stay small.
 from __future__ import annotations
 
 import itertools
-import json
 import pathlib
 
 from absl import flags
@@ -88,16 +87,37 @@ def _described(observations) -> str:
 
 
 def _check_actions(policy_actions: dict | None, env_actions: dict, env_name: str) -> None:
-    """UsageError where the policy answers in other actions than the env takes (a hybrid action's parts by key);
-    a SavedModel without tfrl's metadata is not checked."""
-    if policy_actions is None or policy_actions == env_actions:
+    """UsageError where the policy answers in actions the env cannot take: another kind of space, a Box of another
+    shape, or a hybrid action of other parts (by key and kind). Bounds and counts may differ (as before); a
+    SavedModel without tfrl's metadata is not checked."""
+    if policy_actions is None:
         return
-    parts = [{part["key"] for part in space.get("parts", ())} for space in (policy_actions, env_actions)]
-    if parts[0] != parts[1]:
-        raise UsageError(f"the policy answers the action parts {sorted(parts[0])}, but {env_name} takes "
-                         f"{sorted(parts[1])}: evaluate it on the env it was trained on")
-    raise UsageError(f"the policy answers {json.dumps(policy_actions)} actions, but {env_name} takes "
-                     f"{json.dumps(env_actions)}: evaluate it on the env it was trained on")
+    policy_form, env_form = _action_form(policy_actions), _action_form(env_actions)
+    if policy_form == env_form:
+        return
+    if isinstance(policy_form[1], dict) and isinstance(env_form[1], dict) and set(policy_form[1]) != set(env_form[1]):
+        raise UsageError(f"the policy answers the action parts {sorted(policy_form[1])}, but {env_name} takes "
+                         f"{sorted(env_form[1])}: evaluate it on the env it was trained on")
+    raise UsageError(f"the policy answers {_described_actions(policy_actions)}, but {env_name} takes "
+                     f"{_described_actions(env_actions)}: evaluate it on the env it was trained on")
+
+
+def _action_form(space: dict) -> tuple:
+    """What an action must look like for a step to take it: the space's type, and a Box's shape, a MultiDiscrete's
+    length or a hybrid action's parts (key -> kind and shape)."""
+    kind = space.get("type")
+    if kind in ("Dict", "Tuple"):
+        return kind, {part.get("key"): (part.get("kind"), tuple(part.get("shape") or ()), len(part.get("nvec") or ()))
+                      for part in space.get("parts") or ()}
+    return kind, tuple(space.get("shape") or ()), len(space.get("nvec") or ())
+
+
+def _described_actions(space: dict) -> str:
+    if space.get("type") in ("Dict", "Tuple"):
+        parts = ", ".join(f"{part.get('key')}: {part.get('kind')}" for part in space.get("parts") or ())
+        return f"{space['type']} actions ({parts})"
+    shape = f" of shape {tuple(space['shape'])}" if space.get("shape") else ""
+    return f"{space.get('type')} actions{shape}"
 
 
 def write_video(frames, fps: int, path: pathlib.Path) -> None:

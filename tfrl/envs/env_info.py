@@ -270,6 +270,8 @@ def _hybrid_actions(space: gym.spaces.Dict | gym.spaces.Tuple, env_id: str, obse
         if isinstance(part, (gym.spaces.Dict, gym.spaces.Tuple)):
             raise EnvIdError(f"{env_id} has a nested action space (part {key!r} is {part}); tfrl takes a Dict or "
                              "Tuple of Discrete, MultiDiscrete, MultiBinary and Box parts, one level deep")
+        if isinstance(part, gym.spaces.Box) and not part.shape:
+            raise EnvIdError(f"{env_id}: action part {key!r} is a Box of shape (); give it shape (1,)")
         info = _actions(part, f"{env_id} (action part {key!r})", observations)
         if info.continuous:
             parts.append(ActionPart(str(key), "continuous", shape=info.action_shape, low=info.action_low,

@@ -81,7 +81,7 @@ def env_actions(outputs: Mapping[str, Any], container: str | None = None):
              if name.startswith(ACTION_PART)}
     if not parts:
         return np.asarray(outputs["action"])
-    if container == "Tuple" or (container is None and sorted(parts) == [str(i) for i in range(len(parts))]):
+    if container == "Tuple" or (container is None and set(parts) == {str(i) for i in range(len(parts))}):
         return tuple(parts[str(i)] for i in range(len(parts)))
     return parts
 

@@ -106,9 +106,9 @@ class RememberingPolicy:
     def outputs(self, obs, state=None) -> dict[str, np.ndarray]:
         """Every output for a batch of obs; a policy with memory steps its kept states (as __call__ does), or with
         `state` [N, S] given, starts from it and keeps nothing (the next state is output "state")."""
-        batch, _ = self._as_batch(obs)
-        if state is not None:
-            return self._explicit_call(batch, state, single=False)
+        batch, single = self._as_batch(obs)
+        if state is not None:  # one observation takes a state [S] too; the outputs stay a batch of one
+            return self._explicit_call(batch, state, single)
         return {name: np.asarray(value) for name, value in self._kept_call(batch).items()}
 
     def step(self, obs, state) -> tuple[np.ndarray, np.ndarray]:

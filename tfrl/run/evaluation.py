@@ -9,6 +9,7 @@ import numpy as np
 
 from tfrl import envs
 from tfrl.envs.observations import observation_spec, to_batch, to_row
+from tfrl.models.policy_inputs import action_row
 from tfrl.models.policy_memory import reset_episodes
 
 Policy = Callable[[np.ndarray], np.ndarray]  # obs [N, *obs_shape] -> actions [N]
@@ -72,6 +73,15 @@ def evaluate_episodes(policy: Policy, env: envs.EnvSpec | str, num_episodes: int
         vector_env.close()
 
 
+def _one_action(action):
+    """One env's action as its step takes it: a Discrete action as an int, each part's of a hybrid one."""
+    if isinstance(action, dict):
+        return {key: _one_action(value) for key, value in action.items()}
+    if isinstance(action, tuple):
+        return tuple(_one_action(value) for value in action)
+    return int(action) if np.ndim(action) == 0 else action
+
+
 def render_episode(policy: Policy, env: envs.EnvSpec | str, seed: int,
                    stats: dict | None = None) -> Iterator[np.ndarray]:
     """Yields the RGB frames [H, W, 3] uint8 of one greedy episode on an env reset with `seed`.
@@ -96,8 +106,8 @@ def render_episode(policy: Policy, env: envs.EnvSpec | str, seed: int,
         yield env.render()
         episode_return, length, done = 0.0, 0, False
         while not done:
-            action = policy(to_row(spec, obs)[None])[0]
-            obs, reward, terminated, truncated, _ = env.step(int(action) if np.ndim(action) == 0 else action)
+            action = action_row(policy(to_row(spec, obs)[None]), 0)  # a hybrid action: each part's row
+            obs, reward, terminated, truncated, _ = env.step(_one_action(action))
             episode_return += float(reward)
             length += 1
             done = terminated or truncated

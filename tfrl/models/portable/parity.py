@@ -62,6 +62,7 @@ def recorded_episodes(reference: serving.SavedModelPolicy, env: envs.EnvSpec, co
     """`count` observations met playing `env` with the reference policy, in their steps (the last one cut short)."""
     vector_env = envs.make_vector_env(env, min(8, count), seed=seed)
     rng = np.random.default_rng(seed)
+    vector_env.single_action_space.seed(seed)  # its random actions: the same recording for the same seed
     reset_episodes(reference.policy)
     try:
         batch = vector_env.first_obs
@@ -141,9 +142,10 @@ def compare(reference: serving.SavedModelPolicy, converted, recorded: Recording 
     batch = recording.batch
     want, got = outputs_along(reference, recording), outputs_along(converted, recording)
     legal = observations.legal_actions(batch)
-    contested = _contested_rows(want, legal, error_allowed)
+    groups = _part_groups(reference)  # a hybrid action's discrete parts: their logits' columns
+    contested = {name: _contested_rows(want, legal, error_allowed, name, groups.get(name)) for name in want}
     report = {"observations": int(len(batch)), "tolerance": {"agreement": agreement_needed, "error": error_allowed},
-              "max_error": {}, "contested_rows": int(contested.sum())}
+              "max_error": {}, "contested_rows": int(np.any(list(contested.values()), axis=0).sum())}
     problems = []
     hybrid = any(name.startswith(ACTION_PART) for name in want)
     for name, expected in want.items():
@@ -158,8 +160,8 @@ def compare(reference: serving.SavedModelPolicy, converted, recorded: Recording 
         if np.issubdtype(expected.dtype, np.integer):
             agrees = np.all((actual == expected).reshape(len(batch), -1), axis=1)
             report[f"{name}_agreement"] = float(np.mean(agrees))  # what a user of the file sees
-            if (~contested).any():
-                share = report[f"{name}_agreement_uncontested"] = float(np.mean(agrees[~contested]))
+            if (~contested[name]).any():
+                share = report[f"{name}_agreement_uncontested"] = float(np.mean(agrees[~contested[name]]))
                 if share < agreement_needed:
                     problems.append(f"{name} agrees on {share:.1%} of the uncontested observations, needs "
                                     f"{agreement_needed:.0%}")
@@ -171,25 +173,50 @@ def compare(reference: serving.SavedModelPolicy, converted, recorded: Recording 
         if not error <= error_allowed:  # NaN fails too
             problems.append(f"{name} off by {error:.2g} of its scale, allowed {error_allowed:g}")
     problems += _illegal_actions(legal, np.asarray(got["action"]))
+    for name, columns in groups.items():
+        problems += _illegal_actions(legal, np.asarray(got[name]), columns, name)
     report["passed"] = not problems
     report["summary"] = "; ".join(problems) or "within tolerance"
     return report
 
 
-def _contested_rows(want: dict, legal: np.ndarray | None, error_allowed: float) -> np.ndarray:
-    """bool [N]: the rows whose two best legal actions' reference scores (q_values or logits [N, A] beside a
-    Discrete action [N]) differ by at most twice the allowed error of their scale; none without such scores."""
-    action = np.asarray(want["action"])
+def _contested_rows(want: dict, legal: np.ndarray | None, error_allowed: float, name: str = "action",
+                    columns: list | None = None) -> np.ndarray:
+    """bool [N]: the rows where output `name` (a Discrete action [N] beside q_values or logits [N, A], or a hybrid
+    action's discrete part, whose dimensions' logits are `columns`) has two best legal reference scores within
+    twice the allowed error of their scale; none without such scores."""
+    action = np.asarray(want[name])
     scores = want.get("q_values", want.get("logits"))
-    if scores is None or action.ndim != 1 or np.ndim(scores) != 2 or np.shape(scores)[1] < 2:
-        return np.zeros(len(action), bool)
-    scores = np.asarray(scores, np.float64)
-    counted = _counted(scores, legal)
-    scale = _scale(scores, counted)
-    top_two = np.sort(np.where(counted, scores, -np.inf), axis=1)[:, -2:]
-    with np.errstate(invalid="ignore"):
-        margin = top_two[:, 1] - top_two[:, 0]  # inf where one action is legal: never contested
-    return margin <= 2.0 * error_allowed * scale
+    rows = np.zeros(len(action), bool)
+    if columns is None:
+        if name != "action" or scores is None or action.ndim != 1 or np.ndim(scores) != 2 or np.shape(scores)[1] < 2:
+            return rows
+        columns = [np.arange(np.shape(scores)[1])]
+    for dimension in columns:
+        part = np.asarray(scores, np.float64)[:, dimension]
+        part_legal = legal[:, dimension] if legal is not None else None
+        counted = _counted(part, part_legal)
+        top_two = np.sort(np.where(counted, part, -np.inf), axis=1)[:, -2:]
+        with np.errstate(invalid="ignore"):
+            margin = top_two[:, 1] - top_two[:, 0]  # inf where one action is legal: never contested
+        rows |= margin <= 2.0 * error_allowed * _scale(part, counted)
+    return rows
+
+
+def _part_groups(reference) -> dict[str, list[np.ndarray]]:
+    """{"action.<key>": its logit columns, one array per dimension} of each discrete part of a hybrid action (the
+    metadata's parts; their logits come first, in the parts' order); {} for other policies."""
+    space = ((getattr(reference, "metadata", None) or {}).get("action_space") or {})
+    groups, at = {}, 0
+    for part in space.get("parts") or ():
+        if part.get("kind") == "continuous":
+            continue
+        dimensions = []
+        for n in part.get("nvec") or ():
+            dimensions.append(np.arange(at, at + int(n)))
+            at += int(n)
+        groups[f"{ACTION_PART}{part['key']}"] = dimensions
+    return groups
 
 
 def _counted(values: np.ndarray, legal: np.ndarray | None) -> np.ndarray:
@@ -202,8 +229,14 @@ def _scale(values: np.ndarray, counted: np.ndarray) -> float:
     return max(1.0, float(np.max(np.abs(values[counted]), initial=0.0)))
 
 
-def _illegal_actions(legal: np.ndarray | None, actions: np.ndarray) -> list[str]:
-    if legal is None or actions.ndim != 1:
+def _illegal_actions(legal: np.ndarray | None, actions: np.ndarray, columns: list | None = None,
+                     name: str = "action") -> list[str]:
+    """A problem where a discrete action (or a hybrid action's discrete part, its dimensions' mask columns
+    `columns`) takes a value its mask forbids."""
+    if legal is None or (columns is None and actions.ndim != 1):
         return []
-    illegal = int(np.sum(~legal[np.arange(len(actions)), actions.astype(np.int64)]))
-    return [f"{illegal} illegal actions"] if illegal else []
+    columns = columns if columns is not None else [np.arange(legal.shape[1])]
+    actions = actions.reshape(len(actions), -1).astype(np.int64)
+    illegal = sum(int(np.sum(~legal[:, dimension][np.arange(len(actions)), actions[:, d]]))
+                  for d, dimension in enumerate(columns))
+    return [f"{illegal} illegal {'actions' if name == 'action' else f'values of {name}'}"] if illegal else []
