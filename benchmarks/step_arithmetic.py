@@ -74,6 +74,7 @@ def _adam_s(parameters: float) -> float:
     """One Adam update of `parameters` floats: the moments, their corrections, the step (about 10 passes)."""
     size = int(parameters)
     p, g, m, v = (np.random.default_rng(i).normal(size=size).astype(np.float32) for i in range(4))
+    np.abs(v, out=v)  # a second moment is not negative
 
     def update():
         np.multiply(m, 0.9, out=m)

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 
+import tf_free
 import tfrl
 from tfrl import envs
 from tfrl.errors import UsageError
@@ -207,30 +208,22 @@ def test_bad_files_and_arguments_are_one_clear_error(trained, tmp_path):
         tfrl.load_policy(version / "policy.onnx", threads=0)
 
 
-# In a process where TensorFlow, Keras, gymnasium and absl cannot be imported, as in an install of tfrl with
-# --no-deps beside NumPy and a runtime: load both files, answer, and check what was imported.
+# In a process where TensorFlow, Keras, gymnasium and absl cannot be imported (tests/tf_free.py), as in an install
+# of tfrl with --no-deps beside NumPy and a runtime: load both files, answer, and check what was imported.
 _TF_FREE = """
-import json, sys
-for name in ("tensorflow", "keras", "gymnasium", "absl", "tqdm", "tf2onnx", *sys.argv[3:]):
-    sys.modules[name] = None
 import numpy as np, tfrl
 batch = np.load(sys.argv[2])
-answers = {}
+result = {"answers": {}}
 for file in ("policy.tflite", "policy.onnx"):
     try:
-        answers[file] = tfrl.load_policy(sys.argv[1] + "/" + file)(batch).tolist()
+        result["answers"][file] = tfrl.load_policy(sys.argv[1] + "/" + file)(batch).tolist()
     except tfrl.errors.UsageError as e:
-        answers[file] = str(e)
-loaded = sorted({m.split(".")[0] for m, v in sys.modules.items() if v is not None})
-print(json.dumps({"answers": answers, "loaded": loaded}))
+        result["answers"][file] = str(e)
 """
 
 
 def _tf_free(version, batch_file, *hidden):
-    completed = subprocess.run([sys.executable, "-c", _TF_FREE, str(version), str(batch_file), *hidden],
-                               capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
-    assert completed.returncode == 0, completed.stderr[-2000:]
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    return tf_free.run_json(_TF_FREE, version, batch_file, hidden=hidden)
 
 
 def test_the_files_load_and_answer_without_tensorflow(trained, tmp_path):

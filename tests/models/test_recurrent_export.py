@@ -19,6 +19,7 @@ from tfrl.models import export, serving
 from tfrl.models.portable import convert, parity, runtime
 from tfrl.run import evaluation, runs
 
+import tf_free
 from serving_helpers import Client, running_server
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -201,19 +202,14 @@ def test_a_file_that_forgets_its_state_fails_the_parity_check_and_nothing_is_wri
 
 # TensorFlow, Keras, gymnasium and absl hidden: the files of a policy with memory play along carried states.
 _TF_FREE = """
-import json, sys
-for name in ("tensorflow", "keras", "gymnasium", "absl", "tf2onnx"):
-    sys.modules[name] = None
 import numpy as np, tfrl
 observations = np.load(sys.argv[2])
-answers = {}
+result = {}
 for file in ("policy.tflite", "policy.onnx"):
     policy = tfrl.load_policy(sys.argv[1] + "/" + file)
-    answers[file] = [policy(obs).tolist() for obs in observations]
+    result[file] = [policy(obs).tolist() for obs in observations]
     policy.reset([True, False, False])
-    answers[file].append(policy(observations[0]).tolist())
-loaded = sorted({m.split(".")[0] for m, v in sys.modules.items() if v is not None})
-print(json.dumps({"answers": answers, "loaded": loaded}))
+    result[file].append(policy(observations[0]).tolist())
 """
 
 
@@ -221,13 +217,10 @@ def test_the_files_of_a_policy_with_memory_answer_without_tensorflow(trained, tm
     version = _portable_export(trained["a2c"].run_dir, tmp_path, num_observations=64)
     observations = _observations(10, seed=2)
     np.save(tmp_path / "observations.npy", observations)
-    completed = subprocess.run([sys.executable, "-c", _TF_FREE, str(version), str(tmp_path / "observations.npy")],
-                               capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
-    assert completed.returncode == 0, completed.stderr[-2000:]
-    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    result = tf_free.run_json(_TF_FREE, version, tmp_path / "observations.npy")
     assert not {"tensorflow", "keras", "gymnasium", "absl"} & set(result["loaded"]), result["loaded"]
     reference = tfrl.load_policy(version)
     want = [reference(obs).tolist() for obs in observations]
     reference.reset([True, False, False])  # row 0 starts again; rows 1 and 2 go on
     want.append(reference(observations[0]).tolist())
-    assert result["answers"]["policy.tflite"] == want and result["answers"]["policy.onnx"] == want
+    assert result["policy.tflite"] == want and result["policy.onnx"] == want

@@ -1,0 +1,24 @@
+"""Running a script in a process where TensorFlow, Keras, gymnasium and absl cannot be imported, as in an install of
+tfrl with --no-deps beside NumPy and a runtime (the portable LiteRT and ONNX loaders)."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+HIDDEN = ("tensorflow", "keras", "gymnasium", "absl", "tqdm", "tf2onnx")
+_PRELUDE = "import sys\nfor name in {hidden!r}:\n    sys.modules[name] = None\n"
+
+
+def run_json(body: str, *args: str, hidden: tuple[str, ...] = ()) -> dict:
+    """The JSON object of the last stdout line of `body` (its sys.argv[1:] = args), run with HIDDEN and `hidden`
+    unimportable; "loaded" is added: the top-level modules it had imported at the end."""
+    script = _PRELUDE.format(hidden=HIDDEN + tuple(hidden)) + body + (
+        "\nimport json as _json\n_loaded = sorted({m.split('.')[0] for m, v in sys.modules.items() if v is not None})\n"
+        "print(_json.dumps({'result': result, 'loaded': _loaded}))\n")
+    completed = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True,
+                               timeout=120, cwd=REPO_ROOT)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    answer = json.loads(completed.stdout.strip().splitlines()[-1])
+    return {**answer["result"], "loaded": answer["loaded"]}
