@@ -86,6 +86,12 @@ def env_actions(outputs: Mapping[str, Any], container: str | None = None):
     return parts
 
 
+def action_container(metadata: Mapping[str, Any] | None) -> str | None:
+    """"Dict" or "Tuple" where an export's metadata records a hybrid action space (its "action_space" type)."""
+    container = ((metadata or {}).get("action_space") or {}).get("type")
+    return container if container in ("Dict", "Tuple") else None
+
+
 def action_row(actions, row):
     """actions[row] of a batch of actions (of each part of a hybrid one)."""
     if isinstance(actions, dict):

@@ -121,8 +121,7 @@ class RememberingPolicy:
 
     def _env_action(self, result: Mapping[str, Any], single: bool):
         """policy_inputs.env_actions of result (the metadata, where there is one, says Dict or Tuple)."""
-        container = self.action_container or ((getattr(self, "metadata", None) or {}).get("action_space")
-                                              or {}).get("type")
+        container = self.action_container or policy_inputs.action_container(getattr(self, "metadata", None))
         actions = policy_inputs.env_actions(result, container)
         return policy_inputs.action_row(actions, 0) if single else actions
 

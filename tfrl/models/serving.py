@@ -129,7 +129,7 @@ def load(saved_model_dir: pathlib.Path) -> SavedModelPolicy:
         del inputs[policy_inputs.STATE_NAME]
     observations = _signature_observations(path, inputs, metadata)
     outputs = numpy_outputs(signature, observations, signature=True)
-    container = ((metadata or {}).get("action_space") or {}).get("type")
+    container = policy_inputs.action_container(metadata)
     return SavedModelPolicy(policy=acting(outputs, state_size, container), outputs=outputs, observations=observations,
                         metadata=metadata, saved_model=loaded, state_size=state_size)
 
