@@ -14,6 +14,7 @@ Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
@@ -90,7 +91,7 @@ class AgentSpec:
     """What the registry (tfrl.agents), the launcher and the loop know of an agent, all answered by its package.
 
     config, learner, agent, policy: "module:attribute" (or module) paths, imported only when used, so that
-    nothing here imports TensorFlow:
+    nothing here imports TensorFlow (a learner or agent path may name a ByMemory, which picks the class by config):
         config    its hyperparameter dataclass (an extension of tfrl.config.LoopConfig)
         learner   Learner(config, env_info, runtime, seed), with check_runtime(config, runtime)
         agent     Agent(learner, config, env_info, seed), with check_runtime(config, runtime)
@@ -125,6 +126,27 @@ class AgentSpec:
     rollout_actors: str | None = None
     check_actors: Callable[[Any, Any], None] = lambda config, settings: None  # UsageError: not with these actors
     search_space: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class ByMemory:
+    """An AgentSpec's learner or agent entry that is one class ("module:attribute") for a config without memory
+    and another for one with lstm_units > 0: called and checked as the class it picks. config_arg: where the
+    config sits among the call's arguments (a learner's first, an agent's second)."""
+
+    plain: str
+    recurrent: str
+    config_arg: int
+
+    def pick(self, config) -> type:
+        module, _, attribute = (self.recurrent if getattr(config, "lstm_units", 0) else self.plain).partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+    def __call__(self, *args):
+        return self.pick(args[self.config_arg])(*args)
+
+    def check_runtime(self, config, runtime) -> None:
+        self.pick(config).check_runtime(config, runtime)
 
 
 def rng_state(generator: np.random.Generator) -> dict:

@@ -89,7 +89,8 @@ class RowLayout:
 
     fields: name -> (shape of one row's value, dtype to unpack to). Integer fields (actions) are exact in
     float32 below 2**24. A field of a NumPy structured dtype (Dict observations, tfrl.envs.observations) is its
-    sub-fields, each placed by its own dtype, and unpacks to {key: tensor}. The tensors cross in the order
+    sub-fields, each placed by its own dtype (after the field's shape: a window of structured rows), and unpacks to
+    {key: tensor}. The tensors cross in the order
     (rows, *uint8 fields in fields' order).
     """
 
@@ -98,7 +99,7 @@ class RowLayout:
         for name, (shape, dtype) in fields.items():
             structured = np.dtype(dtype).names if not isinstance(dtype, tf.DType) else None
             if structured:  # (name, key) stands for field `key` of the structured `name`
-                flat.update({(name, key): (np.dtype(dtype)[key].shape, np.dtype(dtype)[key].base)
+                flat.update({(name, key): ((*shape, *np.dtype(dtype)[key].shape), np.dtype(dtype)[key].base)
                              for key in structured})
             else:
                 flat[name] = (shape, dtype)

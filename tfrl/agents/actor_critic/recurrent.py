@@ -26,6 +26,7 @@ import numpy as np
 from tfrl.envs.observations import ObsSpec
 from tfrl.lazy_import import LazyModule
 from tfrl.models import numpy_networks
+from tfrl.models.lstm import STATE_INPUT, GraphStep, NumpyLSTM, input_gates, lstm_step
 
 # The network and its graph forward passes use Keras and TensorFlow; NumpyRecurrentActorCritic, which a rollout
 # actor receives, must not load them.
@@ -33,8 +34,6 @@ keras = LazyModule("keras")
 feedforward = LazyModule("tfrl.agents.actor_critic.feedforward")
 networks = LazyModule("tfrl.models.networks")
 tf = LazyModule("tensorflow")
-
-STATE_INPUT = "state"  # the step network's and the export's state input (and output) name
 
 
 def branches(shared_torso: bool) -> tuple[str, ...]:
@@ -121,9 +120,7 @@ class SequenceForward:
         first = tf.reshape(states, [-1, length, states.shape[-1]])[:, 0]  # [C, S]
         initial = tuple(tf.split(first, 2 * len(self._cells), axis=-1))  # (h, c) of each LSTM
         # The input half of every gate, x W + b, for all steps in one matmul; only h U steps through time.
-        projected = [tf.transpose(tf.reshape(tf.matmul(tf.cast(x, tf.float32), cell.kernel) + cell.bias,
-                                             [-1, length, 4 * cell.units]), [1, 0, 2])
-                     for cell, x in zip(self._cells, latents)]  # each [L, C, 4U]
+        projected = [input_gates(cell, x, length) for cell, x in zip(self._cells, latents)]  # each [L, C, 4U]
 
         def step(carry, inputs):
             *gates, keep_t = inputs
@@ -139,14 +136,6 @@ class SequenceForward:
         if self._log_std is not None:
             params = self._log_std(params)
         return params, tf.squeeze(self._value_head(hs[-1]), axis=-1)
-
-
-def lstm_step(gates, h, c, recurrent_kernel) -> list:
-    """[h', c'] of keras.layers.LSTMCell, given its input half x W + b of the gates [C, 4U]: z = gates + h U;
-    i, f, g, o = split(z, 4); c' = sigmoid(f) c + sigmoid(i) tanh(g); h' = sigmoid(o) tanh(c')."""
-    i, f, g, o = tf.split(gates + tf.matmul(h, recurrent_kernel), 4, axis=-1)
-    c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
-    return [tf.sigmoid(o) * tf.tanh(c), c]
 
 
 def lstm_input(cell: keras.layers.LSTMCell):
@@ -191,22 +180,6 @@ def sequence_minibatches(seed: int, update: int, n_epochs: int, rollout_length: 
     return np.concatenate([rows[rng.permutation(len(rows))] for _ in range(n_epochs)]).reshape(-1, batch_size)
 
 
-class NumpyLSTM:
-    """keras.layers.LSTMCell in NumPy: z = x W + h U + b; i, f, g, o = split(z, 4); c' = sigmoid(f) c +
-    sigmoid(i) tanh(g); h' = sigmoid(o) tanh(c')."""
-
-    @staticmethod
-    def step(kernel, recurrent_kernel, bias, x, h, c):
-        z = x @ kernel + h @ recurrent_kernel + bias
-        i, f, g, o = np.split(z, 4, axis=-1)
-        c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-        return _sigmoid(o) * np.tanh(c), c
-
-
-def _sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
-
-
 class NumpyRecurrentActorCritic:
     """A recurrent_actor_critic_network's step in NumPy: (obs [N, ...], state [N, S]) -> (policy params [N, P],
     value [N], next state [N, S])."""
@@ -238,27 +211,6 @@ class NumpyRecurrentActorCritic:
             policy = np.concatenate([policy, np.broadcast_to(log_std, (len(policy), len(log_std)))], axis=-1)
         value = mirror.dense("value_head", outputs[-1])[:, 0]
         return policy, value, np.concatenate(next_state, axis=-1).astype(np.float32)
-
-
-class GraphStep:
-    """The step network's forward pass as one TF call per batch: the acting stand-in for a recurrent network with
-    convolutions (as tfrl.models.networks.GraphForward). It reads the learner's variables: `update` has nothing to copy."""
-
-    def __init__(self, model: keras.Model):
-        obs_input = model.input[0]
-        spec = [tf.nest.map_structure(lambda x: tf.TensorSpec([None, *x.shape[1:]], x.dtype), obs_input),
-                tf.TensorSpec([None, model.input[1].shape[-1]], tf.float32)]
-        self._structured = isinstance(obs_input, dict)
-        self._forward = tf.function(lambda obs, state: model([obs, state]),
-                                    input_signature=spec).get_concrete_function()
-        self._keys = list(obs_input) if self._structured else None
-
-    def update(self, values) -> None:
-        del values
-
-    def __call__(self, obs: np.ndarray, state: np.ndarray):
-        obs = {key: tf.constant(obs[key]) for key in self._keys} if self._structured else tf.constant(obs)
-        return tuple(out.numpy() for out in self._forward(obs, tf.constant(state, tf.float32)))
 
 
 def acting_network(model: keras.Model):

@@ -33,8 +33,12 @@ class EpsilonGreedyActor:
         self._q_values = q_values_fn
 
     def act(self, obs: np.ndarray, epsilon: float) -> np.ndarray:
+        return self.choose(self._q_values(obs), obs, epsilon)
+
+    def choose(self, q_values: np.ndarray, obs: np.ndarray, epsilon: float) -> np.ndarray:
+        """Epsilon-greedy actions [N] given the Q-values [N, A] of obs (whose action mask, if any, they obey)."""
         legal = legal_actions(obs)
-        greedy = masked_argmax(self._q_values(obs), legal)
+        greedy = masked_argmax(q_values, legal)
         explore = self._rng.random(len(obs)) < epsilon
         if not explore.any():
             return greedy

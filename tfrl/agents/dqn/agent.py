@@ -66,11 +66,15 @@ class DQNAgent:
         self._mirror = self.POLICY.acting_mirror(learner.online)
         self.acting = self.acting_factory()(self._mirror, config.num_envs, seed)
         self.actor = self.acting.actor
-        self.training = ReplayTraining(learner, config, _make_replay(config, env, seed), self._apply)
+        self.training = ReplayTraining(learner, config, self._new_replay(config, env, seed), self._apply)
         self._target_update_at = config.target_update_period_env_steps  # env step of the next target update
         self._metrics = IntervalMeans(initial={"loss": float("nan"), "q_mean": float("nan")})
         self._epsilon = epsilon_schedule(config)
         self._last_acted_at = 0  # the env step of the last vector step taken, whose epsilon is logged
+
+    @staticmethod
+    def _new_replay(config: DQNConfig, env: EnvInfo, seed: int):
+        return _make_replay(config, env, seed)
 
     @property
     def replay(self):

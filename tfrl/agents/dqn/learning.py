@@ -100,13 +100,7 @@ class DQNLearner:
                                                          runtime.options.mixed_precision)
             # The run's total so far (the checkpoint key stays "gradient_steps").
             self.gradient_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="gradient_steps")
-        observations = env.observations
-        fields = {"obs": (observations.row_shape, observations.numpy_dtype),
-                  "next_obs": (observations.row_shape, observations.numpy_dtype),
-                  "action": ((), tf.int32), "reward": ((), tf.float32), "discount": ((), tf.float32)}
-        if config.prioritized_replay:  # importance-sampling weights in, |TD errors| out
-            fields["weight"] = ((), tf.float32)
-        self.rows = train_step.RowLayout(fields)
+        self.rows = train_step.RowLayout(self._row_fields(config, env))
         self.output = train_step.OutputLayout(("loss", "q_mean"), networks.acting_variables(self.online))
         self._batch_gradients = self._placement.batch_gradients(self._gradients)
         self.train_step = self._placement.compile(self._train_step, [
@@ -114,6 +108,16 @@ class DQNLearner:
             tf.TensorSpec([], tf.bool),  # update_target (before the K steps)
         ])
         self._call = train_step.concrete_call(self.train_step)
+
+    def _row_fields(self, config: DQNConfig, env: EnvInfo) -> dict:
+        """What one row of a batch holds (train_step.RowLayout's fields): a transition."""
+        observations = env.observations
+        fields = {"obs": (observations.row_shape, observations.numpy_dtype),
+                  "next_obs": (observations.row_shape, observations.numpy_dtype),
+                  "action": ((), tf.int32), "reward": ((), tf.float32), "discount": ((), tf.float32)}
+        if config.prioritized_replay:  # importance-sampling weights in, |TD errors| out
+            fields["weight"] = ((), tf.float32)
+        return fields
 
     @staticmethod
     def check_runtime(config: DQNConfig, runtime: runtime_lib.Runtime) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tfrl import memory
-from tfrl.agents.core import AgentSpec
+from tfrl.agents.core import AgentSpec, ByMemory
 from tfrl.agents.off_policy import ray_actors as off_policy_actors, spec as off_policy_spec
 from tfrl.config import field_torsos
 from tfrl.errors import UsageError
@@ -22,8 +22,29 @@ def convolves(config, env_info) -> bool:
 
 def estimate_memory(config, env_info, vector_mode: str) -> dict[str, int]:
     """The replay (obs, next obs; action, reward, discount), the online and target Q-networks with Adam's slots,
-    gradients, the mirror and the returned weights (8 copies), and the activations of K batches."""
-    return q_learning_memory(config, env_info, vector_mode, outputs=env_info.action_size + 1)  # + 1: dueling's V
+    gradients, the mirror and the returned weights (8 copies), and the activations of K batches. With memory: a
+    replay of rows (one observation, the state and 5 numbers each) and the LSTM's weights and activations along
+    every window (the batch's rows times window / sequence_length)."""
+    if not config.lstm_units:
+        return q_learning_memory(config, env_info, vector_mode, outputs=env_info.action_size + 1)  # + 1: dueling's V
+    units = config.lstm_units
+    torso = memory.torso(env_info.observations, config.torso)
+    features = ([torso.features, *config.hidden_sizes])[-1]
+    parameters = (torso.parameters + memory.mlp_parameters([torso.features, *config.hidden_sizes])
+                  + 4 * units * (features + units + 1) + memory.mlp_parameters([units, env_info.action_size + 1]))
+    rows = config.batch_size * config.gradient_steps_per_train * config.window_steps // config.sequence_length
+    activations = sum(config.hidden_sizes) + torso.activations + memory.observation_size(env_info) + 6 * units
+    row_bytes = memory.observation_bytes(env_info) + (2 * units + 5) * memory.FLOAT
+    return {"envs": memory.envs_bytes(config.num_envs, vector_mode), "replay": config.replay_capacity * row_bytes,
+            "networks": memory.networks_bytes(parameters, copies=8, rows=rows, activations_per_row=activations,
+                                              passes=3)}
+
+
+def check_actors(config, settings) -> None:
+    if config.lstm_units:
+        raise UsageError("--actors with lstm_units: DQN's sequence replay is filled in the learner's process only; "
+                         "train DQN with memory without --actors")
+    off_policy_actors.check_config(config, settings)
 
 
 def q_learning_memory(config, env_info, vector_mode: str, outputs: int, loss_activations: int = 0) -> dict[str, int]:
@@ -40,12 +61,15 @@ def q_learning_memory(config, env_info, vector_mode: str, outputs: int, loss_act
             "replay": memory.replay_bytes(config.replay_capacity, env_info, extra_floats=3), "networks": networks}
 
 
-SPEC = AgentSpec("dqn", config="tfrl.agents.dqn.config:DQNConfig", learner="tfrl.agents.dqn.learning:DQNLearner",
-                 agent="tfrl.agents.dqn.agent:DQNAgent", policy="tfrl.agents.dqn.policy",
+LEARNER = ByMemory("tfrl.agents.dqn.learning:DQNLearner", "tfrl.agents.dqn.recurrent_learning:RecurrentDQNLearner",
+                   config_arg=0)
+AGENT = ByMemory("tfrl.agents.dqn.agent:DQNAgent", "tfrl.agents.dqn.recurrent_agent:RecurrentDQNAgent", config_arg=1)
+SPEC = AgentSpec("dqn", config="tfrl.agents.dqn.config:DQNConfig", learner="tfrl.agents.dqn.spec:LEARNER",
+                 agent="tfrl.agents.dqn.spec:AGENT", policy="tfrl.agents.dqn.policy",
                  estimate_memory=estimate_memory, check_observations=check_observations, convolves=convolves,
                  refusals={"multi_discrete": "a Q-function over every combination of the dimensions grows "
                                              "exponentially, and factorized ones are a research topic"},
-                 rollout_actors=off_policy_actors.ROLLOUT_ACTORS, check_actors=off_policy_actors.check_config,
+                 rollout_actors=off_policy_actors.ROLLOUT_ACTORS, check_actors=check_actors,
                  search_space={
                      **off_policy_spec.SEARCH_SPACE,
                      "target_update_period_env_steps": {"type": "categorical", "choices": [10, 100, 250, 1000, 5000]},

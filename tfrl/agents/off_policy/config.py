@@ -13,10 +13,9 @@ class OffPolicyConfig(LoopConfig):
     """A replay, train calls every train_period_env_steps env steps, K gradient steps per call, target networks.
     The run's length, vector envs and cadences are LoopConfig's fields (tfrl.config)."""
 
-    _NO_MEMORY = ("memory (an LSTM policy) is built for A2C and PPO, which train on whole rollout sequences; an "
-                  "off-policy agent learns from single transitions sampled from its replay, and a recurrent replay "
-                  "(stored sequences with burn-in, as in R2D2) is not built")
-    REFUSED = {"lstm_units": _NO_MEMORY, "sequence_length": _NO_MEMORY}
+    _NO_MEMORY = ("memory (lstm_units) is built for DQN (an R2D2-style sequence replay), A2C and PPO; this agent "
+                  "learns from single transitions of its replay: use --agent=dqn, ppo or a2c")
+    REFUSED = {"lstm_units": _NO_MEMORY, "sequence_length": _NO_MEMORY, "burn_in": _NO_MEMORY}
 
     hidden_sizes: tuple[int, ...] = (256, 256)
     """Units of each hidden Dense (ReLU) layer of every network."""
