@@ -238,12 +238,11 @@ def test_the_partially_observable_envs_show_the_positions_only(env_id, original,
 
 # --- bad input ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("agent", ["sac", "td3", "tqc", "crossq"])
-def test_lstm_units_is_refused_by_the_off_policy_agents_with_the_reason(agent):
+def test_lstm_units_is_refused_by_the_off_policy_agents_without_a_sequence_learner():
     from tfrl import agents
 
-    with pytest.raises(config_lib.ConfigError, match="'lstm_units' is not supported by .*single transitions"):
-        config_lib.apply_overrides(agents.get(agent).config_cls(), {"lstm_units": 64}, "--hp")
+    with pytest.raises(config_lib.ConfigError, match="lstm_units: .*single transitions of its replay"):
+        config_lib.apply_overrides(agents.get("td3").config_cls(), {"lstm_units": 64, "sequence_length": 8}, "--hp")
 
 
 @pytest.mark.parametrize("overrides, message", [

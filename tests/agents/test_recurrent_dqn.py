@@ -133,11 +133,11 @@ def test_the_burn_in_only_warms_the_state(runtime, burn_in):
     ({"lstm_units": 8, "sequence_length": 16, "batch_size": 20},
      "batch_size=20 must be a multiple of sequence_length=16"),
     ({"lstm_units": 8, "sequence_length": 64, "burn_in": 32, "n_step_return": 5, "replay_capacity": 400,
-      "num_envs": 4, "batch_size": 64}, r"a window of burn_in \+ sequence_length \+ n_step_return = 101 steps is "
-                                        r"longer than what the replay keeps of each env \(replay_capacity / "
-                                        r"num_envs = 100 steps\)"),
+      "num_envs": 4, "batch_size": 64}, r"a window of 101 steps \(burn_in \+ sequence_length \+ the targets' "
+                                        r"steps\) is longer than what the replay keeps of each env "
+                                        r"\(replay_capacity / num_envs = 100 steps\)"),
     ({"lstm_units": 8, "sequence_length": 16, "prioritized_replay": True}, "prioritized_replay with lstm_units"),
-    ({"sequence_length": 16}, "sequence_length and burn_in apply to a Q-network with memory only"),
+    ({"sequence_length": 16}, "sequence_length and burn_in apply to networks with memory only"),
     ({"lstm_units": -2}, "lstm_units must be >= 0"),
 ])
 def test_settings_that_cannot_train_are_refused_in_one_line(overrides, message):
@@ -251,7 +251,10 @@ def test_actors_and_the_agents_without_memory_refuse_it_in_one_line(trained, tmp
     assert result.returncode != 0 and "--actors with lstm_units" in result.stderr
     assert not (tmp_path / "a").exists()
     from tfrl import agents
-    with pytest.raises(config_lib.ConfigError, match="'lstm_units' is not supported .* use --agent=dqn"):
-        config_lib.apply_overrides(agents.get("sac").config_cls(), {"lstm_units": 64}, "--hp")
-    with pytest.raises(config_lib.ConfigError, match="QR-DQN's quantile head has no sequence learner: use --agent=dqn"):
-        config_lib.apply_overrides(agents.get("qrdqn").config_cls(), {"lstm_units": 64, "sequence_length": 8}, "--hp")
+    for agent, reason in (("td3", "this agent learns from single transitions"),
+                          ("qrdqn", "QR-DQN's quantile head has no sequence learner: use --agent=dqn"),
+                          ("tqc", "TQC's quantile critics have no sequence learner: use --agent=sac"),
+                          ("crossq", "CrossQ's batch renormalization .* use --agent=sac")):
+        with pytest.raises(config_lib.ConfigError, match=f"lstm_units: .*{reason}"):
+            config_lib.apply_overrides(agents.get(agent).config_cls(), {"lstm_units": 64, "sequence_length": 8},
+                                       "--hp")

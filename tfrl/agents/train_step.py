@@ -230,7 +230,7 @@ def mean_of_steps(batch: Mapping[str, tf.Tensor], gradient_step: Callable, num_m
     """Inside a train step of K = len(batch's rows) gradient steps: gradient_step({field: the k-th batch [B, ...]})
     -> (metrics [num_metrics], numerics flags) for k = 0..K-1, in order -> (the metrics' means, the first
     flagged step's flags, that step k)."""
-    num_steps = tf.shape(batch["reward"])[0]
+    num_steps = tf.shape(tf.nest.flatten(batch)[0])[0]
     sums = tf.zeros([num_metrics])
     flags, flagged_k = tf.constant(0), tf.constant(0)
     for k in tf.range(num_steps):

@@ -12,7 +12,10 @@ import numpy as np
 
 from tfrl.lazy_import import LazyModule
 
-tf = LazyModule("tensorflow")  # the NumPy step, which a rollout actor runs, must not load TensorFlow
+# The NumPy step, which a rollout actor runs, must not load TensorFlow or Keras.
+keras = LazyModule("keras")
+networks = LazyModule("tfrl.models.networks")
+tf = LazyModule("tensorflow")
 
 STATE_INPUT = "state"  # the step networks' and the exports' state input (and output) name
 
@@ -65,3 +68,34 @@ class GraphStep:
     def __call__(self, obs: np.ndarray, state: np.ndarray):
         obs = {key: tf.constant(obs[key]) for key in self._keys} if self._structured else tf.constant(obs)
         return tuple(out.numpy() for out in self._forward(obs, tf.constant(state, tf.float32)))
+
+
+class LSTMAlong:
+    """The LSTMCell `layer_name` of a step network (inputs [observation(s), ..., state]; the cell reads the
+    observation features, directly or after a torso) run along stored windows in the graph: a learner's pass.
+
+    __call__(obs [C, W, ...], state [C, 2U], start [C, W]) -> h [C, W - burn_in, U] of the rows after the burn-in:
+    state_t = (1 - start_t) * state_{t-1} from the window's first row's stored state. The features and the input
+    half of the gates run on all rows at once; only h U steps through time (tf.scan). The burn-in's final state is
+    a constant to the gradient (R2D2's burn-in only warms the state).
+    """
+
+    def __init__(self, model, burn_in: int, layer_name: str = "lstm"):
+        self._burn_in = burn_in
+        self.cell = model.get_layer(layer_name)
+        self._encoder = keras.Model(model.input[0], self.cell.input[0])  # the cell's inputs are (x, h, c)
+
+    def __call__(self, obs, state, start, training: bool = False):
+        x = self._encoder(networks.network_input(networks.merge_leading(obs)), training=training)
+        gates = input_gates(self.cell, x, tf.shape(start)[1])  # [W, C, 4U]
+        keep = tf.transpose(1.0 - start)[..., None]  # [W, C, 1]
+        carry = tuple(tf.split(state, 2, axis=-1))
+        if self._burn_in:
+            warmed = tf.scan(self._step, (gates[:self._burn_in], keep[:self._burn_in]), initializer=carry)
+            carry = tuple(tf.stop_gradient(part[-1]) for part in warmed)
+        h = tf.scan(self._step, (gates[self._burn_in:], keep[self._burn_in:]), initializer=carry)[0]  # [T, C, U]
+        return tf.transpose(h, [1, 0, 2])
+
+    def _step(self, carry, inputs):
+        gates, keep_t = inputs
+        return tuple(lstm_step(gates, carry[0] * keep_t, carry[1] * keep_t, self.cell.recurrent_kernel))

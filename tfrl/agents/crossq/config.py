@@ -16,6 +16,9 @@ class CrossQConfig(SACConfig):
     and the temperature step every policy_delay gradient steps. Defaults are SBX's and sb3-contrib's CrossQ
     (critics of [1024, 1024], Adam's beta_1 0.5); every other field is SACConfig's."""
 
+    NO_MEMORY = ("CrossQ's batch renormalization over joint batches has no sequence form: use --agent=sac for an "
+                 "actor and critics with memory")
+
     NETWORK_FIELDS = ("hidden_sizes", "critic_hidden_sizes", "actor_batch_norm", "normalize_observations")
 
     learning_rate: float = 1e-3

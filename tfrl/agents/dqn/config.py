@@ -20,7 +20,7 @@ class DQNConfig(OffPolicyConfig):
                "gradient_steps": "gradient_steps_per_train",
                "target_update_period": "target_update_period_env_steps"}
     NETWORK_FIELDS = ("torso", "hidden_sizes", "dueling", "lstm_units")
-    REFUSED = {}  # DQN takes memory (lstm_units, sequence_length), which the other replay agents refuse
+    NO_MEMORY = ""  # DQN takes lstm_units (tfrl.agents.dqn.recurrent)
 
     # OffPolicyConfig's fields, with DQN's defaults.
     learning_rate: float = 6.3e-4
@@ -64,27 +64,6 @@ class DQNConfig(OffPolicyConfig):
     priority_epsilon: float = 1e-6
     """Added to |TD error| so that no transition's priority is 0. Prioritized replay only."""
 
-    lstm_units: int = 0
-    """Memory (R2D2, Kapturowski et al. 2019): units of an LSTM between the torso and the Q head, whose state the
-    actor carries through each episode. The replay then keeps every env's steps in order with the state the actor
-    had, and trains on windows of burn_in + sequence_length + n_step_return steps (tfrl.replay.sequences).
-    0 = no memory."""
-    sequence_length: int = 0
-    """With lstm_units: the steps of each window trained on (batch_size counts these steps: batch_size /
-    sequence_length windows per gradient step)."""
-    burn_in: int = 0
-    """With lstm_units: steps at each window's start that only warm the LSTM state from the stored one (R2D2's
-    burn-in): no loss and no gradient there."""
-
-    @property
-    def recurrent(self) -> bool:
-        return self.lstm_units > 0
-
-    @property
-    def window_steps(self) -> int:
-        """With lstm_units: the steps of one sampled window (burn-in, trained steps, and the last n-step targets')."""
-        return self.burn_in + self.sequence_length + self.n_step_return
-
     @property
     def total_gradient_steps(self) -> int:
         """Gradient steps the whole run makes (train calls after learning_starts, times gradient_steps_per_train)."""
@@ -104,24 +83,6 @@ class DQNConfig(OffPolicyConfig):
         require(0 <= self.importance_sampling_start <= 1,
                 f"importance_sampling_start must be in [0, 1], got {self.importance_sampling_start}")
         require(self.priority_epsilon > 0, f"priority_epsilon must be > 0, got {self.priority_epsilon}")
-        self._check_memory()
-
-    def _check_memory(self) -> None:
-        require(self.lstm_units >= 0, f"lstm_units must be >= 0 (0: no memory), got {self.lstm_units}")
-        require(self.sequence_length >= 0 and self.burn_in >= 0,
-                f"sequence_length and burn_in must be >= 0, got {self.sequence_length} and {self.burn_in}")
-        if not self.recurrent:
-            require(not self.sequence_length and not self.burn_in,
-                    "sequence_length and burn_in apply to a Q-network with memory only: set lstm_units too")
-            return
-        require(self.sequence_length > 0, "lstm_units needs sequence_length > 0: the steps of each trained window "
-                                          "(e.g. 20 for short episodes; R2D2 trains on 80 after a burn_in of 40)")
-        require(self.batch_size % self.sequence_length == 0,
-                f"batch_size={self.batch_size} must be a multiple of sequence_length={self.sequence_length}: with "
-                "memory a batch is whole windows of sequence_length trained steps")
-        ring = self.replay_capacity // self.num_envs
-        require(self.window_steps <= ring,
-                f"a window of burn_in + sequence_length + n_step_return = {self.window_steps} steps is longer than "
-                f"what the replay keeps of each env (replay_capacity / num_envs = {ring} steps)")
-        require(not self.prioritized_replay, "prioritized_replay with lstm_units: the sequence replay samples "
-                                             "windows uniformly (R2D2's sequence priorities are not built)")
+        require(not (self.recurrent and self.prioritized_replay),
+                "prioritized_replay with lstm_units: the sequence replay samples windows uniformly (R2D2's sequence "
+                "priorities are not built)")

@@ -21,9 +21,8 @@ from tfrl.agents.dqn.networks import LSTM_LAYER
 from tfrl.envs.observations import legal_actions
 from tfrl.lazy_import import LazyModule
 from tfrl.models import numpy_networks
-from tfrl.models.lstm import GraphStep, NumpyLSTM, input_gates, lstm_step
+from tfrl.models.lstm import GraphStep, LSTMAlong, NumpyLSTM
 
-keras = LazyModule("keras")
 dqn_networks = LazyModule("tfrl.agents.dqn.networks")
 networks = LazyModule("tfrl.models.networks")
 tf = LazyModule("tensorflow")
@@ -59,37 +58,17 @@ def acting_network(model):
 
 
 class SequenceQ:
-    """A recurrent_q_network run along windows in the graph (the learner's pass).
-
-    __call__(obs [C, W, ...], state [C, 2U], start [C, W]) -> Q-values [C, W - burn_in, A] of the rows after the
-    burn-in. The torso and the LSTM's input half run on all rows at once; only h U steps through time (tf.scan).
-    The burn-in rows' final state is a constant to the gradient.
-    """
+    """A recurrent_q_network run along windows in the graph (the learner's pass): (obs [C, W, ...], state [C, 2U],
+    start [C, W]) -> Q-values [C, W - burn_in, A] of the rows after the burn-in (tfrl.models.lstm.LSTMAlong)."""
 
     def __init__(self, model, burn_in: int):
-        self._burn_in = burn_in
-        self._cell = model.get_layer(LSTM_LAYER)
-        # model.input is [observation(s), state]; the torso's output is what the cell reads (its inputs: x, h, c).
-        self._encoder = keras.Model(model.input[0], self._cell.input[0])
+        self._along = LSTMAlong(model, burn_in, LSTM_LAYER)
         self._head = dqn_networks.head_layers(model)
 
     def __call__(self, obs, state, start, training: bool = False):
-        length = tf.shape(start)[1]
-        x = self._encoder(networks.network_input(networks.merge_leading(obs)), training=training)
-        gates = input_gates(self._cell, x, length)  # [W, C, 4U]
-        keep = tf.transpose(1.0 - start)[..., None]  # [W, C, 1]
-        carry = tuple(tf.split(state, 2, axis=-1))
-        if self._burn_in:
-            warmed = tf.scan(self._step, (gates[:self._burn_in], keep[:self._burn_in]), initializer=carry)
-            carry = tuple(tf.stop_gradient(part[-1]) for part in warmed)
-        h = tf.scan(self._step, (gates[self._burn_in:], keep[self._burn_in:]), initializer=carry)[0]  # [T, C, U]
-        rows = tf.reshape(tf.transpose(h, [1, 0, 2]), [-1, self._cell.units])
-        q = dqn_networks.apply_head(self._head, rows)
-        return tf.reshape(q, [tf.shape(start)[0], -1, q.shape[-1]])
-
-    def _step(self, carry, inputs):
-        gates, keep_t = inputs
-        return tuple(lstm_step(gates, carry[0] * keep_t, carry[1] * keep_t, self._cell.recurrent_kernel))
+        h = self._along(obs, state, start, training)  # [C, T, U]
+        q = dqn_networks.apply_head(self._head, tf.reshape(h, [-1, h.shape[-1]]))
+        return tf.reshape(q, [tf.shape(h)[0], -1, q.shape[-1]])
 
 
 class RecurrentDQNActing:

@@ -81,11 +81,14 @@ class ContinuousAgent:
         self._mirror = mirror
         self.acting = self.acting_factory()(mirror, config.num_envs, seed)
         self._noise_rng = np.random.default_rng([seed, 1])  # the learner's noise
-        replay = UniformReplay(config.replay_capacity, env.observations.row_shape, seed, (self._size,), np.float32,
-                               obs_dtype=env.observations.numpy_dtype)
-        self.training = ReplayTraining(learner, config, replay, self._apply)
+        self.training = ReplayTraining(learner, config, self._new_replay(config, env, seed), self._apply)
         self._metrics = IntervalMeans()
         self._obs_normalizer = learner.obs_normalizer
+
+    @staticmethod
+    def _new_replay(config, env: EnvInfo, seed: int):
+        return UniformReplay(config.replay_capacity, env.observations.row_shape, seed, (env.action_size,), np.float32,
+                             obs_dtype=env.observations.numpy_dtype)
 
     @property
     def replay(self):

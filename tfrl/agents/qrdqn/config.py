@@ -20,6 +20,7 @@ class QRDQNConfig(DQNConfig):
     """
 
     NETWORK_FIELDS = ("torso", "hidden_sizes", "num_quantiles")
+    NO_MEMORY = "QR-DQN's quantile head has no sequence learner: use --agent=dqn for a Q-network with memory"
 
     double_dqn: bool = False
     """Pick the bootstrap action by the online network's mean quantiles instead of the target network's."""
@@ -33,6 +34,4 @@ class QRDQNConfig(DQNConfig):
         require(self.num_quantiles >= 1, f"num_quantiles must be >= 1, got {self.num_quantiles}")
         require(self.num_quantiles <= 10_000, f"num_quantiles must be at most 10000, got {self.num_quantiles}")
         require(self.quantile_huber_kappa > 0, f"quantile_huber_kappa must be > 0, got {self.quantile_huber_kappa}")
-        require(not self.lstm_units, "lstm_units: memory is built for DQN (an R2D2-style sequence replay), A2C and "
-                                     "PPO; QR-DQN's quantile head has no sequence learner: use --agent=dqn")
         require(not self.dueling, "dueling: QR-DQN's quantile head has no dueling form here; set dueling=false")

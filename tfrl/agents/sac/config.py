@@ -14,7 +14,8 @@ class SACConfig(OffPolicyConfig):
     temperature (target entropy -|A| by default). Defaults are SB3's SAC defaults (OffPolicyConfig's); the run's
     length, vector envs and cadences are LoopConfig's fields (tfrl.config)."""
 
-    NETWORK_FIELDS = ("hidden_sizes", "normalize_observations")
+    NETWORK_FIELDS = ("hidden_sizes", "normalize_observations", "lstm_units")
+    NO_MEMORY = ""  # SAC takes lstm_units (tfrl.agents.sac.recurrent)
 
     learning_rate: float = 3e-4
     """Adam step size of the actor, the Q-networks and the temperature."""

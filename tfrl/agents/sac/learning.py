@@ -92,18 +92,22 @@ class SACLearner:
         with self._placement.scope():
             self._build(config, env, size, runtime.options.mixed_precision)
         self.obs_normalizer = normalization.make(config, env.observations)  # the agent updates it while collecting
-        observations = env.observations
-        self.rows = train_step.RowLayout({
-            "obs": (observations.row_shape, observations.numpy_dtype),
-            "next_obs": (observations.row_shape, observations.numpy_dtype), "action": ((size,), tf.float32),
-            "reward": ((), tf.float32), "discount": ((), tf.float32), "noise_next": ((size,), tf.float32),
-            "noise": ((size,), tf.float32)})
+        self.rows = train_step.RowLayout(self._row_fields(config, env, size))
         self.output = train_step.OutputLayout(self.METRICS, self.acting_variables())
         self._critic_gradients = self._placement.batch_gradients(self._critic_gradients_of)
         self._actor_gradients = self._placement.batch_gradients(self._actor_and_temperature_gradients)
         self.train_step = self._placement.compile(self._train_step, [
             tf.TensorSpec([None, None, self.rows.width], tf.float32)])  # packed transitions and noise [K, B, F]
         self._call = train_step.concrete_call(self.train_step)
+
+    @staticmethod
+    def _row_fields(config: SACConfig, env: EnvInfo, size: int) -> dict:
+        """What one row of a batch holds (train_step.RowLayout's fields): a transition and its actions' noise."""
+        observations = env.observations
+        return {"obs": (observations.row_shape, observations.numpy_dtype),
+                "next_obs": (observations.row_shape, observations.numpy_dtype), "action": ((size,), tf.float32),
+                "reward": ((), tf.float32), "discount": ((), tf.float32), "noise_next": ((size,), tf.float32),
+                "noise": ((size,), tf.float32)}
 
     def _build(self, config: SACConfig, env: EnvInfo, size: int, precision_policy: str) -> None:
         self.actor = self._make_actor(config, env, size)
@@ -163,7 +167,7 @@ class SACLearner:
         """One TF call of K gradient steps on `transitions`: K batches [K, B, ...] of obs, action (in [-1, 1]),
         reward, discount, next_obs, and the standard-normal noise of the actions sampled at s' ("noise_next") and
         at s ("noise"). Metrics: their means. Weights: the actor's."""
-        num_steps = transitions["reward"].shape[0]
+        num_steps = transitions["action"].shape[0]
         flat = self._call(*self.rows.pack(transitions, batch_dims=2)).numpy()
         done = int(self.gradient_steps.numpy())
         return train_step.finished_update(self.output, flat, self.critic_optimizer, "actions or Q-values",
@@ -181,15 +185,24 @@ class SACLearner:
         """This step's alpha (before the temperature's own update), then the critics' step on batch b -> (its
         terms, its numerics flags)."""
         self._alpha_used.assign(tf.exp(self.log_alpha))
-        critic_grads, terms = self._critic_gradients(b["obs"], b["action"], b["reward"], b["discount"],
-                                                     b["next_obs"], b["noise_next"])
+        critic_grads, terms = self._critic_gradients(*self._critic_inputs(b))
         return terms, train_step.apply_gradients(self.critic_optimizer, critic_grads, self.critic_variables,
                                                  terms["critic_loss"], terms["outputs_sum"])
+
+    @staticmethod
+    def _critic_inputs(b) -> tuple:
+        """What _critic_gradients_of takes of a batch."""
+        return b["obs"], b["action"], b["reward"], b["discount"], b["next_obs"], b["noise_next"]
+
+    @staticmethod
+    def _actor_inputs(b) -> tuple:
+        """What _actor_and_temperature_gradients takes of a batch."""
+        return b["obs"], b["noise"]
 
     def _gradient_step(self, b):
         """One SAC step on one batch [B] -> (its METRICS [6], its numerics flags)."""
         terms, flags = self._critic_step(b)
-        (actor_grads, temperature_grads), actor_terms = self._actor_gradients(b["obs"], b["noise"])
+        (actor_grads, temperature_grads), actor_terms = self._actor_gradients(*self._actor_inputs(b))
         flags = tf.bitwise.bitwise_or(flags, train_step.apply_gradients(
             self.actor_optimizer, actor_grads, self.actor.trainable_variables, actor_terms["actor_loss"],
             actor_terms["outputs_sum"]))

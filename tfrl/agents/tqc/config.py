@@ -17,6 +17,8 @@ class TQCConfig(SACConfig):
     controls. The actor maximizes the mean of every critic's quantiles. Defaults are sb3-contrib's TQC; every other
     field is SACConfig's."""
 
+    NO_MEMORY = "TQC's quantile critics have no sequence learner: use --agent=sac for an actor and critics with memory"
+
     NETWORK_FIELDS = ("hidden_sizes", "normalize_observations", "num_critics", "num_quantiles")
 
     num_critics: int = 2
