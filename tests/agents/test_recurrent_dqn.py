@@ -258,3 +258,23 @@ def test_actors_and_the_agents_without_memory_refuse_it_in_one_line(trained, tmp
         with pytest.raises(config_lib.ConfigError, match=f"lstm_units: .*{reason}"):
             config_lib.apply_overrides(agents.get(agent).config_cls(), {"lstm_units": 64, "sequence_length": 8},
                                        "--hp")
+
+
+def test_windows_that_do_not_split_over_the_replicas_or_reach_every_worker_are_refused():
+    from types import SimpleNamespace
+
+    from tfrl.agents.off_policy.training import check_windows
+    from tfrl.hardware.distribute import DistributeConfigError
+
+    config = DQNConfig(lstm_units=8, sequence_length=16, batch_size=64, learning_starts=100)  # 4 windows, W = 17
+    single = SimpleNamespace(cluster=SimpleNamespace(num_workers=1))
+    check_windows("DQN", config, SimpleNamespace(strategy=object(), local_replicas=4, **vars(single)))
+    with pytest.raises(DistributeConfigError, match=r"batch_size / sequence_length \(windows per gradient step\) = 4 "
+                                                    "does not split evenly over this worker's 8 replicas"):
+        check_windows("DQN", config, SimpleNamespace(strategy=object(), local_replicas=8, **vars(single)))
+    # Two workers: after 100 vector steps of one env a ring holds 100 - 16 = 84 windows >= 4; after 18, only 2.
+    workers = SimpleNamespace(strategy=None, cluster=SimpleNamespace(num_workers=2))
+    check_windows("DQN", config, workers)
+    with pytest.raises(DistributeConfigError, match="fewer than batch_size=64 trained steps.* learning_starts to at "
+                                                    "least 20"):
+        check_windows("DQN", DQNConfig(lstm_units=8, sequence_length=16, batch_size=64, learning_starts=18), workers)

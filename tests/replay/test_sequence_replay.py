@@ -62,7 +62,7 @@ def test_the_rows_of_three_episodes():
     np.testing.assert_array_equal(replay.final[0, :9], [0, 0, 0, 1, 0, 0, 1, 0, 0])
     np.testing.assert_array_equal(replay.terminal[0, :9], [0, 0, 0, 0, 0, 0, 1, 0, 0])
     np.testing.assert_array_equal(replay.state[0, [2, 3], 0], [3, 3.5])  # a final row keeps the state after the step
-    assert replay.size == 9 - 5 + 1
+    assert replay.windows == 9 - 5 + 1 and replay.size == 2 * replay.windows  # size: their trained steps
 
 
 def test_every_window_has_its_hand_computed_n_step_targets():
@@ -86,7 +86,7 @@ def test_windows_of_a_ring_that_wrapped_are_consecutive_and_recent():
     replay = _replay(capacity=8, burn_in=2, sequence_length=2, n_step=1)
     for t in range(13):
         _step(replay, t, 1.0, start=t == 0)
-    assert replay.size == 8 - 5 + 1
+    assert replay.windows == 8 - 5 + 1
     obs = replay.sample(batch_size=2 * 50, num_batches=1)["obs"][0, :, :, 0]
     np.testing.assert_array_equal(np.diff(obs, axis=-1), 1.0)
     assert obs.min() == 13 - 8 and obs.max() == 12

@@ -1,4 +1,4 @@
-"""The LSTM step every policy with memory shares (A2C and PPO's, DQN's), as keras.layers.LSTMCell computes it:
+"""The LSTM step every network with memory shares (A2C's, PPO's, DQN's, SAC's), as keras.layers.LSTMCell computes it:
 
     z = x W + h U + b;  i, f, g, o = split(z, 4);  c' = sigmoid(f) c + sigmoid(i) tanh(g);  h' = sigmoid(o) tanh(c')
 

@@ -58,9 +58,15 @@ class SequenceReplay:
         self._rng = np.random.default_rng(seed)
 
     @property
-    def size(self) -> int:
+    def windows(self) -> int:
         """The windows one can sample."""
         return int(np.maximum(self.rows - self.window + 1, 0).sum())
+
+    @property
+    def size(self) -> int:
+        """What a batch_size is compared with (tfrl.agents.off_policy.training): the trained steps of the windows
+        one can sample, windows x sequence_length."""
+        return self.windows * self.sequence_length
 
     def add(self, obs, state, action, reward, start, terminated, truncated, final_obs, final_state) -> None:
         """One vector step of N = num_envs envs: the row each env acted on, and for the envs whose episode ended

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from tfrl.agents.dqn.agent import DQNAgent
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.recurrent import RecurrentDQNActing
-from tfrl.agents.off_policy.training import check_first_batch, collect_transitions
+from tfrl.agents.off_policy.training import check_windows, collect_transitions
 from tfrl.envs import EnvInfo
 from tfrl.models.policy_memory import StatefulPolicy
 from tfrl.replay.sequences import SequenceReplay
@@ -42,6 +42,6 @@ class RecurrentDQNAgent(DQNAgent):
 
     @staticmethod
     def check_runtime(config: DQNConfig, runtime) -> None:
-        """As DQNAgent's, with a window's rows held back: after v vector steps an env's ring holds v - W + 1
-        windows of W = config.window_steps rows."""
-        check_first_batch("DQN", config, runtime, lag=config.window_steps - 1)
+        """Its windows split evenly over the replicas, and found in every worker's replay at the first train call
+        (tfrl.agents.off_policy.training.check_windows)."""
+        check_windows("DQN", config, runtime)

@@ -52,10 +52,10 @@ class OffPolicyConfig(LoopConfig):
     NaN is reported at the next train call. Results are as reproducible as without it."""
 
     lstm_units: int = 0
-    """Memory (R2D2, Kapturowski et al. 2019; DQN and SAC): units of an LSTM after each network's torso, whose state
-    the actor carries through each episode. The replay then keeps every env's steps in order with the states the
-    actor had, and trains on windows of burn_in + sequence_length (+ the n-step targets') steps
-    (tfrl.replay.sequences). 0 = no memory."""
+    """Memory (R2D2, Kapturowski et al. 2019; DQN and SAC): units of an LSTM in each network (DQN's after its torso;
+    SAC's reading the observations, hidden_sizes after it), whose state the actor carries through each episode.
+    The replay then keeps every env's steps in order with the states the actor had, and trains on windows of
+    burn_in + sequence_length (+ the n-step targets') steps (tfrl.replay.sequences). 0 = no memory."""
     sequence_length: int = 0
     """With lstm_units: the steps of each window trained on (batch_size counts these steps: batch_size /
     sequence_length windows per gradient step)."""

@@ -117,19 +117,30 @@ def collect_transitions(env, acting, mirror, obs_normalizer, replay, observe=Non
             replay.add(*transitions)
 
 
-def check_first_batch(agent: str, config: OffPolicyConfig, runtime, lag: int = 0) -> None:
+def check_first_batch(agent: str, config: OffPolicyConfig, runtime, lag: int = 0, steps_per_unit: int = 1) -> None:
     """With several workers every train call is a collective, so all workers must make it at the same env steps:
     the first deadline must find a full batch in every worker's replay. After v vector steps each of the
-    num_envs envs has emitted at least v - lag transitions (DQN's n-step returns hold lag = n - 1 back).
-    DistributeConfigError naming the learning_starts that guarantees it."""
+    num_envs envs has emitted at least v - lag units of steps_per_unit trained steps each (a transition; DQN's
+    n-step returns hold lag = n - 1 back; a sequence replay's window of W steps, lag W - 1, steps_per_unit its
+    sequence_length). DistributeConfigError naming the learning_starts that guarantees it."""
     if runtime.cluster.num_workers == 1:
         return
     first, num_envs = config.first_train_at, config.num_envs
     vector_steps = -(-first // num_envs)
-    guaranteed = num_envs * max(0, vector_steps - lag)
+    guaranteed = num_envs * max(0, vector_steps - lag) * steps_per_unit
     if guaranteed < config.batch_size:
-        needed = num_envs * (-(-config.batch_size // num_envs) + lag)
+        needed = num_envs * (-(-config.batch_size // (num_envs * steps_per_unit)) + lag)
         raise distribute.DistributeConfigError(
             f"multi_worker {agent}: at the first train call (env step {first}) a worker's replay may hold fewer "
-            f"than batch_size={config.batch_size} transitions, and workers must train at the same env steps; raise "
-            f"learning_starts to at least {needed}")
+            f"than batch_size={config.batch_size} trained steps, and workers must train at the same env steps; "
+            f"raise learning_starts to at least {needed}")
+
+
+def check_windows(agent: str, config: OffPolicyConfig, runtime) -> None:
+    """An agent with memory (a sequence replay): its C = batch_size / sequence_length windows split evenly over
+    the worker's replicas (a replica without a window would learn nothing, silently), and the first train call
+    finds C windows in every worker's replay (check_first_batch)."""
+    if runtime.strategy is not None:
+        distribute.check_batch_split("batch_size / sequence_length (windows per gradient step)",
+                                     config.batch_size // config.sequence_length, runtime.local_replicas)
+    check_first_batch(agent, config, runtime, lag=config.window_steps - 1, steps_per_unit=config.sequence_length)

@@ -9,7 +9,7 @@ import functools
 import numpy as np
 
 from tfrl.agents.off_policy.continuous import ContinuousAgent
-from tfrl.agents.off_policy.training import check_first_batch
+from tfrl.agents.off_policy.training import check_windows
 from tfrl.agents.sac.agent import SACAgent
 from tfrl.agents.sac.config import SACConfig
 from tfrl.agents.sac.recurrent import NumpyRecurrentSAC, RecurrentSACActing
@@ -51,5 +51,6 @@ class RecurrentSACAgent(SACAgent):
 
     @classmethod
     def check_runtime(cls, config, runtime) -> None:
-        """After v vector steps an env's ring holds v - W + 1 windows of W = config.window_steps rows."""
-        check_first_batch(cls.NAME, config, runtime, lag=config.window_steps - 1)
+        """Its windows split evenly over the replicas, and found in every worker's replay at the first train call
+        (tfrl.agents.off_policy.training.check_windows)."""
+        check_windows(cls.NAME, config, runtime)
