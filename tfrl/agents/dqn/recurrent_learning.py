@@ -4,6 +4,9 @@ of the sequence replay (the math: tfrl.agents.dqn.recurrent's docstring), K grad
 One gradient step takes C = batch_size / sequence_length windows; its loss is the mean Huber TD error over their
 trained rows that have an action (an episode's last row has none). The target network's values of all K batches
 come from one pass before the steps, as in tfrl.agents.dqn.learning.
+
+Under a tf.distribute strategy each replica takes an equal share of the windows (tfrl.agents.off_policy.training.
+check_windows) and its mean is over its own rows; the replicas' gradients are averaged.
 """
 
 from __future__ import annotations

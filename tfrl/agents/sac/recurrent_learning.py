@@ -5,6 +5,9 @@ tfrl.agents.sac.recurrent's docstring).
 One gradient step takes C = batch_size / sequence_length windows; each loss is the mean over their trained rows
 that have an action (an episode's last row has none). The stored state of a window's first row is [actor | critic
 1 | critic 2]; each target critic starts from its critic's.
+
+Under a tf.distribute strategy each replica takes an equal share of the windows (tfrl.agents.off_policy.training.
+check_windows) and its mean is over its own rows; the replicas' gradients are averaged.
 """
 
 from __future__ import annotations
