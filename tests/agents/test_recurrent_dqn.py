@@ -76,8 +76,9 @@ def _numpy_pass(model, window: dict, c: int, burn_in: int) -> np.ndarray:
     return np.array(qs[burn_in:])
 
 
-def test_the_window_pass_is_the_actors_steps_from_the_stored_state(runtime):
-    learner = _learner(runtime)
+@pytest.mark.parametrize("hidden_sizes", [(16,), ()])  # (): the LSTM reads the observations
+def test_the_window_pass_is_the_actors_steps_from_the_stored_state(runtime, hidden_sizes):
+    learner = _learner(runtime, hidden_sizes=hidden_sizes)
     window = _windows(learner.config)
     q = SequenceQ(learner.online, burn_in=2)(window["obs"][0], window["state"][0], window["start"][0]).numpy()
     assert q.shape == (2, 3 + 2, 2)

@@ -83,7 +83,8 @@ class OffPolicyConfig(LoopConfig):
             require(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
         for name in ("learning_starts", "max_grad_norm"):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
-        require_positive_sizes("hidden_sizes", self.hidden_sizes)
+        if self.hidden_sizes or not self.lstm_units:  # with memory the LSTM can read the observations directly
+            require_positive_sizes("hidden_sizes", self.hidden_sizes)
         require(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
         require(self.layer_init in ("glorot", "torch"), f"layer_init must be glorot or torch, got {self.layer_init!r}")
         require(self.adam_epsilon > 0, f"adam_epsilon must be > 0, got {self.adam_epsilon}")
