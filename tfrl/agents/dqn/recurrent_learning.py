@@ -23,6 +23,8 @@ from tfrl.agents.losses import huber
 from tfrl.envs import EnvInfo
 from tfrl.models import networks, numerics
 
+_rows = networks.merge_leading  # [C, L, ...] -> [C * L, ...]: the rows of all windows as one batch
+
 
 class RecurrentDQNLearner(DQNLearner):
     """DQNLearner's networks, optimizer, target update, checkpoint and update(), with a train step along windows."""
@@ -53,7 +55,7 @@ class RecurrentDQNLearner(DQNLearner):
             self._update_target()
         batch = self.rows.unpack(packed)  # each [K, C, ...]
         num_steps, windows = tf.shape(packed[0])[0], tf.shape(packed[0])[1]
-        merged = {name: networks.merge_leading(batch[name]) for name in ("obs", "state", "start")}
+        merged = {name: _rows(batch[name]) for name in ("obs", "state", "start")}
         q_target = self._target_pass(merged["obs"], merged["state"], merged["start"])  # [K * C, T, A]
         q_target = tf.reshape(q_target, [num_steps, windows, -1, q_target.shape[-1]])
         fields = ("obs", "state", "start", "action", "return", "discount", "bootstrap", "valid")
@@ -94,8 +96,3 @@ class RecurrentDQNLearner(DQNLearner):
         terms = {"loss": loss, "q_mean": tf.reduce_sum(q_a * valid) / tf.maximum(tf.reduce_sum(valid), 1.0),
                  "q_sum": tf.reduce_sum(q)}
         return grads, terms
-
-
-def _rows(tensor):
-    """[C, L, ...] -> [C * L, ...]: the trained rows of all windows as one batch."""
-    return tf.reshape(tensor, [-1, *tensor.shape[2:]])

@@ -21,6 +21,9 @@ from tfrl.agents.sac import recurrent
 from tfrl.agents.sac.config import SACConfig
 from tfrl.agents.sac.learning import SACLearner, soft_td_targets, squashed_gaussian
 from tfrl.envs import EnvInfo
+from tfrl.models import networks
+
+_rows = networks.merge_leading  # [C, L, ...] -> [C * L, ...]: the rows of all windows as one batch
 
 
 class RecurrentSACLearner(SACLearner):
@@ -122,11 +125,6 @@ class RecurrentSACLearner(SACLearner):
         terms = {"actor_loss": loss, "temperature_loss": t_loss, "entropy": -_mean(log_prob, weights),
                  "outputs_sum": tf.reduce_sum(action) + tf.reduce_sum(log_prob)}
         return grads, terms
-
-
-def _rows(tensor):
-    """[C, L, ...] -> [C * L, ...]."""
-    return tf.reshape(tensor, [-1, *tensor.shape[2:]])
 
 
 def _mean(values, weights):
