@@ -22,3 +22,18 @@ def run_json(body: str, *args: str, hidden: tuple[str, ...] = ()) -> dict:
     assert completed.returncode == 0, completed.stderr[-2000:]
     answer = json.loads(completed.stdout.strip().splitlines()[-1])
     return {**answer["result"], "loaded": answer["loaded"]}
+
+
+# run_json's body for a version's portable files of a policy with memory, run as run_json(PLAY_FILES, version,
+# observations.npy): each file plays the observations (each a batch of 3) along its kept states, then row 0 starts
+# a new episode and rows 1 and 2 go on -> {"policy.tflite": [actions...], "policy.onnx": [...]}.
+PLAY_FILES = """
+import numpy as np, tfrl
+observations = np.load(sys.argv[2])
+result = {}
+for file in ("policy.tflite", "policy.onnx"):
+    policy = tfrl.load_policy(sys.argv[1] + "/" + file)
+    result[file] = [policy(obs).tolist() for obs in observations]
+    policy.reset([True, False, False])
+    result[file].append(policy(observations[0]).tolist())
+"""

@@ -200,24 +200,11 @@ def test_a_file_that_forgets_its_state_fails_the_parity_check_and_nothing_is_wri
     assert export.version_numbers(tmp_path / "novel") == []
 
 
-# TensorFlow, Keras, gymnasium and absl hidden: the files of a policy with memory play along carried states.
-_TF_FREE = """
-import numpy as np, tfrl
-observations = np.load(sys.argv[2])
-result = {}
-for file in ("policy.tflite", "policy.onnx"):
-    policy = tfrl.load_policy(sys.argv[1] + "/" + file)
-    result[file] = [policy(obs).tolist() for obs in observations]
-    policy.reset([True, False, False])
-    result[file].append(policy(observations[0]).tolist())
-"""
-
-
 def test_the_files_of_a_policy_with_memory_answer_without_tensorflow(trained, tmp_path):
     version = _portable_export(trained["a2c"].run_dir, tmp_path, num_observations=64)
     observations = _observations(10, seed=2)
     np.save(tmp_path / "observations.npy", observations)
-    result = tf_free.run_json(_TF_FREE, version, tmp_path / "observations.npy")
+    result = tf_free.run_json(tf_free.PLAY_FILES, version, tmp_path / "observations.npy")
     assert not {"tensorflow", "keras", "gymnasium", "absl"} & set(result["loaded"]), result["loaded"]
     reference = tfrl.load_policy(version)
     want = [reference(obs).tolist() for obs in observations]

@@ -165,26 +165,36 @@ class DQNLearner:
         # values come from one large forward pass instead of K small ones.
         q_t_target = tf.reshape(self.target(networks.merge_leading(networks.network_input(batch["next_obs"]))),
                                 [num_steps, batch_size, -1])  # [K, B, A]
-        loss_sum, q_sum = tf.constant(0.0), tf.constant(0.0)
-        flags, flagged_k = tf.constant(0), tf.constant(0)
         weighted = "weight" in batch
-        td_errors = tf.TensorArray(tf.float32, size=num_steps)  # [K] of [B]; written with prioritized replay only
-        for k in tf.range(num_steps):
+
+        def inputs_at(k):
             step_batch = [networks.rows_at(batch["obs"], k), batch["action"][k], batch["reward"][k],
                           batch["discount"][k], networks.rows_at(batch["next_obs"], k), q_t_target[k]]
-            step_batch += [batch["weight"][k]] if weighted else []
-            grads, terms = self._batch_gradients(*step_batch)
+            return step_batch + ([batch["weight"][k]] if weighted else [])
+
+        means, flags, flagged_k, td_errors = self._gradient_steps(num_steps, inputs_at, keep_td_errors=weighted)
+        return self.output.pack(means, flags, flagged_k, networks.acting_variables(self.online), td_errors)
+
+    def _gradient_steps(self, num_steps, inputs_at, keep_td_errors: bool = False):
+        """The call's K gradient steps, inputs_at(k) -> the k-th step's _gradients arguments -> ({"loss",
+        "q_mean"}: their means over the steps, the first flagged step's flags, that step k, |TD errors| [K, B]
+        with keep_td_errors, else None)."""
+        loss_sum, q_sum = tf.constant(0.0), tf.constant(0.0)
+        flags, flagged_k = tf.constant(0), tf.constant(0)
+        td_errors = tf.TensorArray(tf.float32, size=num_steps)  # [K] of [B]; written with keep_td_errors only
+        for k in tf.range(num_steps):
+            grads, terms = self._batch_gradients(*inputs_at(k))
             step_flags = train_step.apply_gradients(self.optimizer, grads, self.online.trainable_variables,
                                                     terms["loss"], terms["q_sum"])
             self.gradient_steps.assign_add(1)
             loss_sum += terms["loss"]
             q_sum += terms["q_mean"]
             flags, flagged_k = numerics.keep_first_flags(flags, flagged_k, step_flags, k)
-            if weighted:
+            if keep_td_errors:
                 td_errors = td_errors.write(k, terms["td_abs"])
         count = tf.cast(tf.maximum(num_steps, 1), tf.float32)
-        return self.output.pack({"loss": loss_sum / count, "q_mean": q_sum / count}, flags, flagged_k,
-                                networks.acting_variables(self.online), td_errors.stack() if weighted else None)
+        return ({"loss": loss_sum / count, "q_mean": q_sum / count}, flags, flagged_k,
+                td_errors.stack() if keep_td_errors else None)
 
     def _gradients(self, obs_tm1, a_tm1, r_t, discount_t, obs_t, q_t_target, weights=None):
         """(loss-scaled gradients, {"loss", "q_mean": mean Q(s, a), "q_sum": sum of Q(s, .)}) of one batch [B];

@@ -15,13 +15,12 @@ import functools
 
 import tensorflow as tf
 
-from tfrl.agents import train_step
 from tfrl.agents.dqn.config import DQNConfig
 from tfrl.agents.dqn.learning import DQNLearner, td_targets
 from tfrl.agents.dqn.recurrent import SequenceQ
 from tfrl.agents.losses import huber
 from tfrl.envs import EnvInfo
-from tfrl.models import networks, numerics
+from tfrl.models import networks
 
 _rows = networks.merge_leading  # [C, L, ...] -> [C * L, ...]: the rows of all windows as one batch
 
@@ -59,20 +58,9 @@ class RecurrentDQNLearner(DQNLearner):
         q_target = self._target_pass(merged["obs"], merged["state"], merged["start"])  # [K * C, T, A]
         q_target = tf.reshape(q_target, [num_steps, windows, -1, q_target.shape[-1]])
         fields = ("obs", "state", "start", "action", "return", "discount", "bootstrap", "valid")
-        loss_sum, q_sum = tf.constant(0.0), tf.constant(0.0)
-        flags, flagged_k = tf.constant(0), tf.constant(0)
-        for k in tf.range(num_steps):
-            grads, terms = self._batch_gradients(*[networks.rows_at(batch[name], k) for name in fields],
-                                                 q_target[k])
-            step_flags = train_step.apply_gradients(self.optimizer, grads, self.online.trainable_variables,
-                                                    terms["loss"], terms["q_sum"])
-            self.gradient_steps.assign_add(1)
-            loss_sum += terms["loss"]
-            q_sum += terms["q_mean"]
-            flags, flagged_k = numerics.keep_first_flags(flags, flagged_k, step_flags, k)
-        count = tf.cast(tf.maximum(num_steps, 1), tf.float32)
-        return self.output.pack({"loss": loss_sum / count, "q_mean": q_sum / count}, flags, flagged_k,
-                                networks.acting_variables(self.online))
+        means, flags, flagged_k, _ = self._gradient_steps(
+            num_steps, lambda k: [networks.rows_at(batch[name], k) for name in fields] + [q_target[k]])
+        return self.output.pack(means, flags, flagged_k, networks.acting_variables(self.online))
 
     def _gradients(self, obs, state, start, action, returns, discount, bootstrap, valid, q_target):
         """(loss-scaled gradients, {"loss", "q_mean", "q_sum"}) of C windows; q_target [C, T, A]: the target
